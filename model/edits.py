@@ -1,0 +1,55 @@
+"""Ready-made "what if" edits for `model.run(tokens, edits=...)`.
+
+Each helper returns a dict {trace name: function}; combine several with `combine`.
+
+    knock_out_head(layer=0, head=1)   zero one head's output (its slice of attn.z)
+    remove_positions()                positional encodings to zeros: the model sees a bag of words
+    skip_mlp(layer=1)                 zero a feed-forward network's contribution to the stream
+    remove_scaling(cfg)               undo the 1/sqrt(K) in the attention scores
+"""
+import math
+from collections.abc import Mapping
+
+import torch
+
+from .config import ModelConfig
+from .transformer import Edit
+
+
+def knock_out_head(layer: int, head: int) -> dict[str, Edit]:
+    """Zero head `head` of block `layer`: its mixed values z never reach the output projection."""
+    def zero_head(z: torch.Tensor) -> torch.Tensor:               # z: (B, H, T, K)
+        z = z.clone()
+        z[:, head] = 0.0
+        return z
+    return {f"blocks.{layer}.attn.z": zero_head}
+
+
+def remove_positions() -> dict[str, Edit]:
+    """Replace the positional encodings by zeros, so word order is invisible to the model."""
+    return {"embed.pos": torch.zeros_like}
+
+
+def skip_mlp(layer: int) -> dict[str, Edit]:
+    """Zero the feed-forward output of block `layer`, as if the layer had no FFN."""
+    return {f"blocks.{layer}.mlp.out": torch.zeros_like}
+
+
+def remove_scaling(cfg: ModelConfig, layers: list[int] | None = None) -> dict[str, Edit]:
+    """Multiply the scores back by sqrt(K): attention as it would be without the 1/sqrt(K) scaling."""
+    factor = math.sqrt(cfg.d_head)
+    layers = range(cfg.n_layers) if layers is None else layers
+    return {f"blocks.{i}.attn.scores": (lambda s: s * factor) for i in layers}
+
+
+def combine(*edit_sets: Mapping[str, Edit]) -> dict[str, Edit]:
+    """Merge edit dicts; two edits on the same name are applied one after the other."""
+    merged: dict[str, Edit] = {}
+    for edits in edit_sets:
+        for name, fn in edits.items():
+            if name in merged:
+                first = merged[name]
+                merged[name] = lambda x, first=first, second=fn: second(first(x))
+            else:
+                merged[name] = fn
+    return merged
