@@ -1,0 +1,101 @@
+"""Speed benchmark: `python3 dev.py bench` (or `python -m bench` inside .venv).
+
+Each comparison is measured side by side in one run, interleaved, so a busy machine slows both sides
+alike; the ratios are what to read. Targets come from the issues:
+  trace      model.run() (full trace) vs plain forward, tinytales, 32 tokens     at most 1.5x
+  trainer    Trainer.step() vs a minimal PyTorch loop, same model and batch      at least 0.9x
+  roses      wall time for the roses preset to reach validation loss 0.05       at most 20 s
+"""
+import os
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from model import corpora
+from model.checkpoint import load_bundled
+from model.presets import PRESETS, build
+from model.trainer import TrainConfig, Trainer, make_batch
+from model.transformer import TransformerLM
+
+
+def interleaved(fns: dict, reps: int, warmup: int = 5) -> dict[str, float]:
+    """Median seconds per call of each function, calling them in turn so noise hits all alike."""
+    times = {name: [] for name in fns}
+    for rep in range(warmup + reps):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            if rep >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bench_trace() -> None:
+    bundle = load_bundled("tinytales")
+    model = bundle.model
+    ids = bundle.tokenizer.encode(corpora.tiny_tales(20, seed=123))[:32]
+    x = torch.tensor([ids])                                                   # (1, 32)
+    with torch.no_grad():
+        t = interleaved({"forward": lambda: model(x), "run": lambda: model.run(x)}, reps=300)
+    print(f"trace    run() {t['run'] * 1e3:.3f} ms vs forward {t['forward'] * 1e3:.3f} ms "
+          f"= {t['run'] / t['forward']:.2f}x (target <= 1.5x)")
+
+
+def bench_trainer(steps_per_call: int = 10) -> None:
+    preset = PRESETS["tinytales"]
+    tokenizer, cfg, train_ids, val_ids = build(preset)
+    recipe = TrainConfig(batch_size=preset.train.batch_size, lr=preset.train.lr, grad_clip=0.0)
+    torch.manual_seed(0)
+    ours = Trainer(TransformerLM(cfg), train_ids, val_ids, recipe)
+    clipped = Trainer(TransformerLM(cfg), train_ids, val_ids, preset.train)
+    torch.manual_seed(0)
+    plain_model = TransformerLM(cfg).train()
+    optimizer = torch.optim.AdamW(plain_model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    x, y = make_batch(train_ids, recipe.batch_size, cfg.max_len, torch.Generator().manual_seed(0))
+
+    def plain_steps():
+        for _ in range(steps_per_call):
+            logits = plain_model(x)                                           # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    t = interleaved({"plain": plain_steps, "trainer": lambda: ours.step(steps_per_call),
+                     "clipped": lambda: clipped.step(steps_per_call)}, reps=30, warmup=3)
+    rate = {k: steps_per_call / v for k, v in t.items()}
+    print(f"trainer  Trainer.step {rate['trainer']:.0f} steps/s vs plain loop {rate['plain']:.0f} steps/s "
+          f"= {rate['trainer'] / rate['plain']:.2f}x (target >= 0.9x); "
+          f"with the preset's gradient clipping {rate['clipped']:.0f} steps/s "
+          f"({rate['clipped'] / rate['plain']:.2f}x)  [batch {recipe.batch_size} x {cfg.max_len} tokens]")
+
+
+def bench_roses(target: float = 0.05) -> None:
+    preset = PRESETS["roses"]
+    start = time.perf_counter()
+    tokenizer, cfg, train_ids, val_ids = build(preset)
+    torch.manual_seed(0)
+    trainer = Trainer(TransformerLM(cfg), train_ids, val_ids, preset.train)
+    val_loss = float("inf")
+    while val_loss > target and trainer.steps_done < preset.train.steps:
+        trainer.step(10)
+        val_loss, _ = trainer.evaluate()
+    seconds = time.perf_counter() - start
+    verdict = "reached" if val_loss <= target else "did NOT reach"
+    print(f"roses    {verdict} validation loss {target} ({val_loss:.4f}) after {trainer.steps_done} steps "
+          f"in {seconds:.1f} s (target <= 20 s)")
+
+
+def main() -> None:
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    bench_trace()
+    bench_trainer()
+    bench_roses()
+
+
+if __name__ == "__main__":
+    main()

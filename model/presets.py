@@ -1,0 +1,78 @@
+"""Named, ready-made training setups (minGPT style): the bundled models and the lab's presets.
+
+Each preset names a corpus, a tokenizer, a model shape and a training recipe. `python -m model.train
+--preset NAME` turns one into a checkpoint.
+"""
+from dataclasses import dataclass, field
+
+import torch
+
+from . import corpora
+from .config import ModelConfig
+from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, WordTokenizer
+from .trainer import TrainConfig
+
+CORPORA = ("roses", "tinytales", "digits")
+
+
+@dataclass(frozen=True)
+class Preset:
+    about: str                     # one line a student reads next to the name
+    corpus: str                    # one of CORPORA
+    model: dict                    # ModelConfig fields (vocab_size comes from the tokenizer)
+    train: TrainConfig
+    tokenizer: str = "word"        # "word", "char" or "bpe"
+    targets: dict = field(default_factory=dict)
+
+
+PRESETS = {
+    "roses": Preset(
+        about="The classic from-scratch walkthrough: 2 layers, 2 heads, d_model 32, learns one short poem.",
+        corpus="roses",
+        model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal",
+                   norm="layer", norm_position="pre", activation="relu"),
+        train=TrainConfig(steps=300, batch_size=16, lr=1e-2, warmup=10, schedule="cosine"),
+        targets={"val_loss": 0.05},
+    ),
+    "tinytales": Preset(
+        about="Simple English stories: learns agreement, pronouns and copying names (the app's default).",
+        corpus="tinytales",
+        model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, max_len=32, pos="sinusoidal",
+                   norm="layer", norm_position="pre", activation="gelu"),
+        train=TrainConfig(steps=3000, batch_size=32, lr=3e-3, warmup=100, schedule="cosine"),
+        targets={"agreement": 0.95, "agreement_across_phrase": 0.95, "pronoun": 0.95},
+    ),
+}
+
+
+def corpus_texts(corpus: str, seed: int = 0) -> tuple[str, str]:
+    """(training text, validation text) for a named corpus; validation uses a different seed."""
+    if corpus == "roses":
+        return corpora.roses_text(200), corpora.roses_text(20)
+    if corpus == "tinytales":
+        return corpora.tiny_tales(20_000, seed=seed), corpora.tiny_tales(2_000, seed=seed + 1_000)
+    if corpus == "digits":
+        return corpora.digit_sorting(5_000, seed=seed), corpora.digit_sorting(500, seed=seed + 1_000)
+    raise ValueError(f"unknown corpus {corpus!r}; choose one of {', '.join(CORPORA)}")
+
+
+def build_tokenizer(kind: str, text: str, corpus: str | None = None) -> Tokenizer:
+    """A tokenizer of `kind` fitted to `text` (tiny tales' word tokenizer knows every grammar word)."""
+    if kind == "word":
+        extra = corpora.TINY_TALES_WORDS if corpus == "tinytales" else ()
+        return WordTokenizer.from_texts([text], extra_words=extra)
+    if kind == "char":
+        return CharTokenizer.from_texts([text])
+    if kind == "bpe":
+        return BPETokenizer.from_texts([text])
+    raise ValueError(f"unknown tokenizer {kind!r}; choose word, char or bpe")
+
+
+def build(preset: Preset, seed: int = 0):
+    """Everything a training run needs: (tokenizer, model config, train ids, validation ids)."""
+    train_text, val_text = corpus_texts(preset.corpus, seed)
+    tokenizer = build_tokenizer(preset.tokenizer, train_text, preset.corpus)
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **preset.model)
+    train_ids = torch.tensor(tokenizer.encode(train_text))
+    val_ids = torch.tensor(tokenizer.encode(val_text))
+    return tokenizer, cfg, train_ids, val_ids
