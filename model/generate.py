@@ -34,7 +34,7 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int 
     keep = torch.ones_like(probs, dtype=torch.bool)                     # (V,)
     if top_k is not None:
         keep[order[top_k:]] = False
-    if top_p is not None:
+    if top_p is not None and top_p < 1:
         before = probs[order].cumsum(0) - probs[order]                  # mass of the tokens ranked above
         keep[order[before >= top_p]] = False
     probs = probs * keep

@@ -54,7 +54,7 @@ class Recorder:
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
         edit = self.edits.get(name)
         if edit is not None:
-            new = edit(x)
+            new = edit(x.clone())  # a copy, so an in-place edit cannot reach upstream values or weights
             if not isinstance(new, torch.Tensor) or new.shape != x.shape:
                 got = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
                 raise ValueError(f"the edit for {name} must return a tensor of shape {tuple(x.shape)}, got {got}")
@@ -125,9 +125,9 @@ class Embedding(nn.Module):
             tok = tok * math.sqrt(D)
         tok = rec("embed.tok", tok)
         if self.cfg.pos == "learned":
-            pos = self.pos.weight[:T].expand(B, T, D)                     # (B, T, D)
+            pos = self.pos.weight[:T].repeat(B, 1, 1)                     # (B, T, D), a copy
         elif self.cfg.pos == "sinusoidal":
-            pos = self.pos_table[:T].expand(B, T, D)                      # (B, T, D)
+            pos = self.pos_table[:T].repeat(B, 1, 1)                      # (B, T, D), a copy
         else:
             pos = tok.new_zeros(B, T, D)                                  # (B, T, D)
         pos = rec("embed.pos", pos)
@@ -274,7 +274,7 @@ class TransformerLM(nn.Module):
 
     def check_tokens(self, tokens) -> torch.Tensor:
         """Token ids as a (B, T) long tensor, or a ValueError a student can act on."""
-        tokens = torch.as_tensor(tokens, dtype=torch.long)
+        tokens = torch.as_tensor(tokens, dtype=torch.long).clone()      # never share the caller's memory
         if tokens.dim() == 1:
             tokens = tokens[None]                                         # (1, T)
         if tokens.dim() != 2:

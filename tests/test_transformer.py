@@ -1,0 +1,454 @@
+"""The instrumented transformer: what it computes, what it reports, and what it refuses.
+
+The heart of this file is a NumPy forward pass written from the equations (not from model code) that
+every switch combination must match, name by name, to 1e-5.
+"""
+import itertools
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from model.config import ACTIVATIONS, NORM_KINDS, NORM_POSITIONS, POS_KINDS, ModelConfig
+from model.edits import combine, knock_out_head, remove_positions, remove_scaling, skip_mlp
+from model.transformer import TransformerLM
+
+SMALL = dict(vocab_size=23, d_model=12, n_heads=3, n_layers=2, d_ff=20, max_len=9)
+B, T, D, H, K, F, V = 2, 7, 12, 3, 4, 20, 23   # T < max_len: the tables are sliced
+EPS = 1e-5
+
+
+def make_model(seed=0, noise=0.3, perturb_norms=True, **switches) -> TransformerLM:
+    """A small model whose weights are noisy enough that attention, norms and activations all matter."""
+    torch.manual_seed(seed)
+    model = TransformerLM(ModelConfig(**(SMALL | switches))).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if perturb_norms or "norm" not in name:
+                p.add_(noise * torch.randn_like(p))
+    return model
+
+
+def random_tokens(seed=1, batch=B, length=T) -> torch.Tensor:
+    return torch.randint(0, V, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------------
+# A reference forward pass in float64 NumPy, from the equations.
+
+def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, np.ndarray]:
+    """Every trace value, computed from `model.state_dict()` alone."""
+    cfg = model.cfg
+    W = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
+    tokens = tokens.numpy()
+    b, t = tokens.shape
+    d, h = cfg.d_model, cfg.n_heads
+    k = d // h
+    out = {}
+
+    def linear(x, prefix, bias=True):
+        y = x @ W[f"{prefix}.weight"].T
+        return y + W[f"{prefix}.bias"] if bias else y
+
+    def norm(x, prefix):
+        if cfg.norm == "layer":
+            mean = x.mean(-1, keepdims=True)
+            var = ((x - mean) ** 2).mean(-1, keepdims=True)
+            return (x - mean) / np.sqrt(var + EPS) * W[f"{prefix}.weight"] + W[f"{prefix}.bias"]
+        if cfg.norm == "rms":
+            return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + EPS) * W[f"{prefix}.weight"]
+        return x
+
+    def heads(x):                                                        # (b, t, d) -> (b, h, t, k)
+        return x.reshape(b, t, h, k).transpose(0, 2, 1, 3)
+
+    def activation(x):
+        if cfg.activation == "relu":
+            return np.maximum(x, 0.0)
+        return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+    tok = W["embed.tok.weight"][tokens] * (math.sqrt(d) if cfg.embed_scale else 1.0)
+    if cfg.pos == "sinusoidal":
+        p = np.arange(t)[:, None]
+        angle = p / 10000.0 ** (np.arange(0, d, 2) / d)
+        pe = np.zeros((t, d))
+        pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    elif cfg.pos == "learned":
+        pe = W["embed.pos.weight"][:t]
+    else:
+        pe = np.zeros((t, d))
+    pos = np.broadcast_to(pe, (b, t, d))
+    out["embed.tok"], out["embed.pos"], out["embed.out"] = tok, pos, tok + pos
+
+    x = tok + pos
+    pre = cfg.norm_position == "pre"
+    future = np.triu(np.ones((t, t), dtype=bool), 1)
+    for i in range(cfg.n_layers):
+        n = f"blocks.{i}"
+        out[f"{n}.resid_pre"] = x
+        a_in = norm(x, f"{n}.norm1") if pre else x
+        q, kk, v = (heads(linear(a_in, f"{n}.attn.W_{w}")) for w in "qkv")
+        scores = q @ kk.transpose(0, 1, 3, 2) / math.sqrt(k)
+        masked = np.where(future, -np.inf, scores)
+        e = np.exp(masked - masked.max(-1, keepdims=True))
+        pattern = e / e.sum(-1, keepdims=True)
+        z = pattern @ v
+        a_out = linear(z.transpose(0, 2, 1, 3).reshape(b, t, d), f"{n}.attn.W_o")
+        mid = x + a_out if pre else norm(x + a_out, f"{n}.norm1")
+        m_in = norm(mid, f"{n}.norm2") if pre else mid
+        m_pre = linear(m_in, f"{n}.mlp.W_in")
+        m_post = activation(m_pre)
+        m_out = linear(m_post, f"{n}.mlp.W_out")
+        post = mid + m_out if pre else norm(mid + m_out, f"{n}.norm2")
+        out.update({f"{n}.attn.in": a_in, f"{n}.attn.q": q, f"{n}.attn.k": kk, f"{n}.attn.v": v,
+                    f"{n}.attn.scores": scores, f"{n}.attn.pattern": pattern, f"{n}.attn.z": z,
+                    f"{n}.attn.out": a_out, f"{n}.resid_mid": mid, f"{n}.mlp.in": m_in,
+                    f"{n}.mlp.pre": m_pre, f"{n}.mlp.post": m_post, f"{n}.mlp.out": m_out,
+                    f"{n}.resid_post": post})
+        x = post
+    final = norm(x, "final_norm") if pre else x
+    out["final.norm"], out["logits"] = final, linear(final, "unembed", bias=False)
+    return out
+
+
+SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS))
+
+
+def switch_id(combo):
+    return "-".join(combo)
+
+
+@pytest.mark.parametrize("pos, norm, norm_position, activation", SWITCHES, ids=map(switch_id, SWITCHES))
+def test_every_switch_combination_matches_a_numpy_forward_pass_written_from_the_equations(
+        pos, norm, norm_position, activation):
+    # embed_scale flips with the parity of the combination, so it meets every value of every other switch
+    embed_scale = sum(kinds.index(s) for kinds, s in zip(
+        (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS), (pos, norm, norm_position, activation))) % 2 == 1
+    model = make_model(pos=pos, norm=norm, norm_position=norm_position, activation=activation,
+                       embed_scale=embed_scale)
+    tokens = random_tokens()
+    trace = model.run(tokens)
+    expected = reference_forward(model, tokens)
+    assert set(expected) == set(model.trace_names) - {"tokens"}
+    for name, value in expected.items():
+        np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned"])
+def test_a_full_context_matches_the_numpy_forward_pass_too(pos):
+    model, tokens = make_model(pos=pos), random_tokens(length=SMALL["max_len"])
+    trace, expected = model.run(tokens), reference_forward(model, tokens)
+    for name, value in expected.items():
+        np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5, err_msg=name)
+
+
+def test_the_reference_would_notice_a_wrong_model():
+    """Guard against a reference that agrees with anything: nudge one weight and it must disagree."""
+    model, tokens = make_model(), random_tokens()
+    expected = reference_forward(model, tokens)["logits"]
+    with torch.no_grad():
+        model.unembed.weight[0, 0] += 1e-3
+    assert not np.allclose(model.run(tokens)["logits"].double().numpy(), expected, rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The trace: names, shapes and the arithmetic that ties them together.
+
+SHAPES = {"tokens": (B, T), "embed.tok": (B, T, D), "embed.pos": (B, T, D), "embed.out": (B, T, D),
+          "resid_pre": (B, T, D), "attn.in": (B, T, D), "attn.q": (B, H, T, K), "attn.k": (B, H, T, K),
+          "attn.v": (B, H, T, K), "attn.scores": (B, H, T, T), "attn.pattern": (B, H, T, T),
+          "attn.z": (B, H, T, K), "attn.out": (B, T, D), "resid_mid": (B, T, D), "mlp.in": (B, T, D),
+          "mlp.pre": (B, T, F), "mlp.post": (B, T, F), "mlp.out": (B, T, D), "resid_post": (B, T, D),
+          "final.norm": (B, T, D), "logits": (B, T, V)}
+
+
+def documented_shape(name: str) -> tuple:
+    return SHAPES[name.split(".", 2)[2] if name.startswith("blocks.") else name]
+
+
+@pytest.mark.parametrize("norm_position", NORM_POSITIONS)
+def test_the_trace_holds_every_name_with_its_documented_shape(norm_position):
+    model = make_model(norm_position=norm_position)
+    trace = model.run(random_tokens())
+    assert list(trace) == model.trace_names
+    assert len(model.trace_names) == 4 + 15 * SMALL["n_layers"] + 2
+    for name in model.trace_names:
+        assert tuple(trace[name].shape) == documented_shape(name), name
+
+
+def test_a_single_sequence_is_traced_as_a_batch_of_one():
+    trace = make_model().run([3, 1, 4, 1, 5])
+    assert trace["tokens"].tolist() == [[3, 1, 4, 1, 5]]
+    assert tuple(trace["logits"].shape) == (1, 5, V)
+
+
+def test_attention_patterns_are_causal_distributions():
+    trace = make_model().run(random_tokens())
+    above = torch.ones(T, T, dtype=torch.bool).triu(1)
+    for i in range(SMALL["n_layers"]):
+        pattern = trace[f"blocks.{i}.attn.pattern"]
+        torch.testing.assert_close(pattern.sum(-1), torch.ones(B, H, T), rtol=0, atol=1e-6)
+        assert (pattern[..., above] == 0).all()
+        assert (pattern[..., ~above] > 0).all()
+        assert pattern[0, 0, 0, 0] == 1  # the first position can only look at itself
+
+
+def test_scores_are_queries_dot_keys_over_root_k_and_z_is_pattern_times_values():
+    trace = make_model().run(random_tokens())
+    for i in range(SMALL["n_layers"]):
+        a = lambda s: trace[f"blocks.{i}.attn.{s}"]  # noqa: E731
+        torch.testing.assert_close(a("scores"), a("q") @ a("k").transpose(-2, -1) / math.sqrt(K))
+        torch.testing.assert_close(a("z"), a("pattern") @ a("v"))
+
+
+def test_scores_before_the_mask_are_reported_for_every_query_key_pair():
+    scores = make_model().run(random_tokens())["blocks.0.attn.scores"]
+    assert torch.isfinite(scores).all()
+    assert (scores[..., torch.ones(T, T, dtype=torch.bool).triu(1)] != 0).all()
+
+
+def test_pre_norm_residual_stream_adds_each_sublayer_and_normalises_what_it_reads():
+    model = make_model(norm="layer", norm_position="pre", perturb_norms=False)  # default LayerNorm: w=1, b=0
+    trace = model.run(random_tokens())
+    for i, block in enumerate(model.blocks):
+        r = lambda s: trace[f"blocks.{i}.{s}"]  # noqa: E731
+        torch.testing.assert_close(r("resid_mid"), r("resid_pre") + r("attn.out"))
+        torch.testing.assert_close(r("resid_post"), r("resid_mid") + r("mlp.out"))
+        torch.testing.assert_close(r("attn.in"), block.norm1(r("resid_pre")))
+        torch.testing.assert_close(r("mlp.in"), block.norm2(r("resid_mid")))
+        for normed in (r("attn.in"), r("mlp.in")):
+            torch.testing.assert_close(normed.mean(-1), torch.zeros(B, T), rtol=0, atol=1e-5)
+            torch.testing.assert_close(normed.var(-1, unbiased=False), torch.ones(B, T), rtol=0, atol=1e-3)
+    torch.testing.assert_close(trace["final.norm"], model.final_norm(trace["blocks.1.resid_post"]))
+
+
+def test_post_norm_sublayers_read_the_stream_and_normalise_the_sum():
+    model = make_model(norm="layer", norm_position="post")
+    trace = model.run(random_tokens())
+    for i, block in enumerate(model.blocks):
+        r = lambda s: trace[f"blocks.{i}.{s}"]  # noqa: E731
+        assert torch.equal(r("attn.in"), r("resid_pre"))
+        assert torch.equal(r("mlp.in"), r("resid_mid"))
+        torch.testing.assert_close(r("resid_mid"), block.norm1(r("resid_pre") + r("attn.out")))
+        torch.testing.assert_close(r("resid_post"), block.norm2(r("resid_mid") + r("mlp.out")))
+    assert torch.equal(trace["final.norm"], trace["blocks.1.resid_post"])  # no final norm after post-norm
+
+
+@pytest.mark.parametrize("pos", POS_KINDS)
+def test_embedding_output_is_tokens_plus_positions(pos):
+    trace = make_model(pos=pos).run(random_tokens())
+    torch.testing.assert_close(trace["embed.out"], trace["embed.tok"] + trace["embed.pos"])
+    assert torch.equal(trace["embed.pos"][0], trace["embed.pos"][1])  # positions do not depend on the words
+    assert (trace["embed.pos"] == 0).all() == (pos == "none")
+
+
+def test_embed_scale_multiplies_token_embeddings_by_root_d():
+    tokens = random_tokens()
+    plain = make_model(embed_scale=False).run(tokens)["embed.tok"]
+    scaled = make_model(embed_scale=True).run(tokens)["embed.tok"]
+    torch.testing.assert_close(scaled, plain * math.sqrt(D))
+
+
+def test_each_block_starts_where_the_previous_one_ended():
+    trace = make_model(n_layers=3).run(random_tokens())
+    assert torch.equal(trace["blocks.0.resid_pre"], trace["embed.out"])
+    for i in range(2):
+        assert torch.equal(trace[f"blocks.{i + 1}.resid_pre"], trace[f"blocks.{i}.resid_post"])
+
+
+def test_traced_logits_equal_the_training_forward_and_predict():
+    model, tokens = make_model(), random_tokens()
+    logits = model.run(tokens)["logits"]
+    torch.testing.assert_close(logits, model(tokens).detach(), rtol=0, atol=0)
+    torch.testing.assert_close(logits, model.predict(tokens), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Causality.
+
+def positions_before(name: str, x: torch.Tensor, t: int) -> torch.Tensor:
+    """The part of a traced value that belongs to positions before t."""
+    if name.endswith(".scores"):                 # scores are reported before the mask: query and key < t
+        return x[:, :, :t, :t]
+    if x.dim() == 4:                             # q, k, v, z by position; pattern by query
+        return x[:, :, :t]
+    return x[:, :t]                              # tokens, and every [B, T, ...] value
+
+
+@pytest.mark.parametrize("norm_position", NORM_POSITIONS)
+def test_changing_a_token_changes_nothing_before_it_and_something_at_it(norm_position):
+    model, tokens = make_model(norm_position=norm_position), random_tokens()
+    base = model.run(tokens)
+    for t in range(T):
+        changed = tokens.clone()
+        changed[:, t] = (changed[:, t] + 1) % V
+        trace = model.run(changed)
+        for name in model.trace_names:
+            assert torch.equal(positions_before(name, trace[name], t), positions_before(name, base[name], t)), \
+                (name, t)
+        assert not torch.allclose(trace["logits"][:, t], base["logits"][:, t])
+
+
+def test_lifting_the_mask_lets_later_tokens_change_earlier_positions():
+    model, tokens = make_model(), random_tokens()
+    changed = tokens.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % V
+    assert torch.equal(model.run(tokens)["logits"][:, 0], model.run(changed)["logits"][:, 0])
+    base, other = model.run(tokens, causal=False), model.run(changed, causal=False)
+    assert not torch.allclose(base["logits"][:, 0], other["logits"][:, 0])
+    assert (base["blocks.0.attn.pattern"][..., torch.ones(T, T, dtype=torch.bool).triu(1)] > 0).all()
+
+
+# ---------------------------------------------------------------------------------------------------
+# A shared model: the trace is a value, nothing is left behind, and threads do not interfere.
+
+def test_the_trace_is_read_only_and_detached():
+    model = make_model().train()
+    with torch.enable_grad():
+        trace = model.run(random_tokens())
+    with pytest.raises(TypeError):
+        trace["logits"] = torch.zeros(1)
+    with pytest.raises(TypeError):
+        del trace["logits"]
+    assert all(not value.requires_grad for value in trace.values())
+    with pytest.raises(KeyError, match="no value named"):
+        trace["blocks.9.attn.z"]
+
+
+@pytest.mark.parametrize("pos", ["learned", "sinusoidal"])
+def test_writing_into_a_trace_cannot_change_the_shared_model(pos):
+    """A page that edits a traced tensor in place (say, to normalise it for a plot) must not corrupt the
+    model every other visitor uses."""
+    model, tokens = make_model(pos=pos), [3, 1, 4, 1, 5]
+    before = {name: value.clone() for name, value in model.run(tokens).items()}
+    for value in model.run(tokens).values():
+        value.add_(1)
+    after = model.run(tokens)
+    assert [name for name in model.trace_names if not torch.equal(after[name], before[name])] == []
+
+
+def module_snapshot(model: TransformerLM) -> dict:
+    """Everything a forward pass could leave behind on the modules."""
+    return {name: (sorted(vars(m)), sorted(m._parameters), sorted(m._buffers), sorted(m._modules),
+                   m.training, len(m._forward_hooks), len(m._forward_pre_hooks))
+            for name, m in model.named_modules()}
+
+
+def tensors_of(model: TransformerLM) -> dict[str, torch.Tensor]:
+    """Parameters and every buffer, including ones left out of the state_dict."""
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    return state | {f"buffer:{k}": v.clone() for k, v in model.named_buffers()}
+
+
+@pytest.mark.parametrize("edits", [None, combine(knock_out_head(0, 1), remove_positions(), skip_mlp(1),
+                                                  remove_scaling(ModelConfig(**SMALL)))],
+                         ids=["no-edits", "edits"])
+def test_running_leaves_nothing_on_the_modules(edits):
+    model = make_model(pos="sinusoidal")
+    modules, tensors = module_snapshot(model), tensors_of(model)
+    model.run(random_tokens(), edits=edits)
+    model.run(random_tokens(), edits=edits, causal=False)
+    assert module_snapshot(model) == modules
+    after = tensors_of(model)
+    assert after.keys() == tensors.keys()
+    assert all(torch.equal(after[k], tensors[k]) for k in tensors)
+
+
+def test_run_turns_dropout_off_even_in_train_mode():
+    model, tokens = make_model(dropout=0.5), random_tokens()
+    model.train()
+    assert not torch.equal(model(tokens), model(tokens))  # dropout really is active in the training pass
+    first, second = model.run(tokens), model.run(tokens)
+    assert model.training
+    model.eval()
+    evaluated = model.run(tokens)
+    for name in model.trace_names:
+        assert torch.equal(first[name], second[name]) and torch.equal(first[name], evaluated[name]), name
+    torch.testing.assert_close(model.train().predict(tokens), evaluated["logits"], rtol=0, atol=0)
+
+
+def test_four_threads_running_at_once_each_get_their_own_result():
+    model = make_model()
+    inputs = [random_tokens(seed=s) for s in range(4)]
+    expected = [model.run(x) for x in inputs]
+    start = threading.Barrier(4)
+
+    def visitor(x):
+        start.wait()
+        return [model.run(x) for _ in range(10)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(visitor, inputs))
+    for want, got_all in zip(expected, results):
+        for got in got_all:
+            for name in model.trace_names:
+                assert torch.equal(got[name], want[name]), name
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError a student can act on.
+
+def test_heads_must_divide_the_width():
+    with pytest.raises(ValueError, match="d_model 30 is not divisible by n_heads 4"):
+        ModelConfig(d_model=30, n_heads=4)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("pos", "rotary", "pos must be one of sinusoidal, learned, none"),
+    ("norm", "batch", "norm must be one of layer, rms, none"),
+    ("norm_position", "middle", "norm_position must be one of pre, post"),
+    ("activation", "tanh", "activation must be one of relu, gelu"),
+    ("vocab_size", 0, "vocab_size must be between 1"),
+    ("d_model", -4, "d_model must be between 1"),
+    ("n_heads", 0, "n_heads must be between 1"),
+    ("n_layers", -1, "n_layers must be between 1"),
+    ("d_ff", 0, "d_ff must be between 1"),
+    ("max_len", 0, "max_len must be between 1"),
+    ("d_model", 2.5, "d_model must be a whole number"),
+    ("n_layers", True, "n_layers must be a whole number"),
+    ("dropout", 1.0, "dropout must be at least 0 and below 1"),
+    ("dropout", -0.1, "dropout must be at least 0 and below 1"),
+    ("embed_scale", "yes", "embed_scale must be true or false"),
+])
+def test_a_bad_config_value_is_refused_by_name(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**{field: value})
+
+
+def test_a_config_round_trips_through_a_dict_and_refuses_unknown_or_missing_fields():
+    cfg = ModelConfig(**SMALL, pos="learned", norm="rms")
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown config fields: colour"):
+        ModelConfig.from_dict(cfg.to_dict() | {"colour": "red"})
+    missing = cfg.to_dict()
+    del missing["n_heads"]
+    with pytest.raises(ValueError, match="missing config fields: n_heads"):
+        ModelConfig.from_dict(missing)
+    with pytest.raises(ValueError, match="JSON object"):
+        ModelConfig.from_dict([1, 2])
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ([], "empty"),
+    (list(range(10)), "10 tokens is more than this model's context of 9"),
+    ([1, 23], "between 0 and 22"),
+    ([-1, 2], "between 0 and 22"),
+    ([[[1, 2]]], "tokens must be a list or a"),
+])
+def test_run_refuses_tokens_it_cannot_read(tokens, message):
+    with pytest.raises(ValueError, match=message):
+        make_model().run(tokens)
+
+
+def test_run_refuses_an_edit_on_a_name_the_trace_does_not_have():
+    with pytest.raises(ValueError, match="cannot edit blocks.5.attn.z"):
+        make_model().run([1, 2, 3], edits={"blocks.5.attn.z": lambda z: z})
+
+
+@pytest.mark.parametrize("edit, got", [(lambda x: x[:, :1], r"\(1, 1, 12\)"), (lambda x: 0.0, "float")])
+def test_an_edit_that_returns_the_wrong_shape_is_refused(edit, got):
+    with pytest.raises(ValueError, match=rf"edit for blocks.0.attn.out must return a tensor of shape \(1, 3, 12\), got {got}"):
+        make_model().run([1, 2, 3], edits={"blocks.0.attn.out": edit})
