@@ -1,9 +1,23 @@
-"""What every page shares: the cached models (one copy for all visitors) and the sidebar's choices."""
+"""What every page shares: the models, the sentence's trace, and the view's state in the URL.
+
+One model object serves every visitor (`st.cache_resource`), and so does each trace: a trace is
+computed once per (model, sentence) and only ever read. The view (model, sentence, layer, head,
+selected token, presenter mode) lives in `st.session_state` under the keys in VIEW_KEYS and is
+mirrored into the URL, so a copied link reopens the same view.
+"""
+from dataclasses import dataclass, field
+from urllib.parse import urlencode, urlsplit
+
 import streamlit as st
 
 from model.checkpoint import BUNDLED, Bundle, load_bundled
+from model.inputs import Prepared, prepare_text
+from model.transformer import Trace
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
+MAX_CHARS = 2000
+VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
+PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
 
 
 @st.cache_resource(show_spinner="Loading the model ...")
@@ -12,11 +26,145 @@ def bundled_model(name: str) -> Bundle:
     return load_bundled(name)
 
 
-def sidebar() -> tuple[str, str]:
-    """Draw the shared sidebar; returns (model name, sentence)."""
+def model_names() -> list[str]:
+    """Bundled models, then the models this session trained (the training lab adds them)."""
+    return [*BUNDLED, *st.session_state.get("trained_models", {})]
+
+
+def get_bundle(name: str) -> Bundle:
+    trained = st.session_state.get("trained_models", {})
+    return trained[name] if name in trained else bundled_model(name)
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _bundled_trace(name: str, ids: tuple[int, ...]) -> Trace:
+    return bundled_model(name).model.run(list(ids))
+
+
+def trace_of(name: str, ids: list[int]) -> Trace:
+    """The trace of `ids` through model `name`: one forward pass per (model, sentence), cached."""
+    if name in BUNDLED:
+        return _bundled_trace(name, tuple(ids))
+    return get_bundle(name).model.run(ids)        # a session's own model: its runs are not shared
+
+
+@dataclass
+class View:
+    """Everything a page needs about the current view."""
+    name: str
+    bundle: Bundle
+    text: str
+    presenter: bool
+    prepared: Prepared | None = None   # None when the text cannot be read (then `problem` says why)
+    trace: Trace | None = None
+    problem: str | None = None
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> list[str]:
+        """Display text of each token the model read."""
+        return [p.text for p in self.prepared.pieces] if self.prepared else []
+
+
+def _int_or_none(raw) -> int | None:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        return None
+
+
+def _load_url_once(notices: list[str]) -> None:
+    """On a session's first run, copy the URL's view into session state, refusing nonsense."""
+    if st.session_state.get("_url_loaded"):
+        return
+    st.session_state["_url_loaded"] = True
+    query = st.query_params
+    if "model" in query:
+        if query["model"] in model_names():
+            st.session_state["model"] = query["model"]
+        else:
+            notices.append(f"The link asked for a model that does not exist; showing {BUNDLED[0]} instead.")
+    if "text" in query:
+        text = query["text"]
+        if len(text) > MAX_CHARS:
+            notices.append(f"The link's sentence was longer than {MAX_CHARS} characters and was shortened.")
+        st.session_state["text"] = text[:MAX_CHARS]
+    for key in PAGE_KEYS:
+        if key in query:
+            st.session_state[f"_url_{key}"] = query[key]        # checked against the model in _clamp
+    if "presenter" in query:
+        st.session_state["presenter"] = query["presenter"] in ("1", "true", "on")
+
+
+def _clamp(key: str, upper: int, default: int, what: str, notices: list[str]) -> None:
+    """Keep session value `key` within 0..upper-1 (a URL value outside it falls back with a notice)."""
+    raw = st.session_state.pop(f"_url_{key}", None)
+    if raw is not None:
+        value = _int_or_none(raw)
+        if value is None or not 0 <= value < upper:
+            notices.append(f"The link asked for {what} {str(raw)[:20]!r}, which this model does not have; "
+                           f"showing {what} {default} instead.")
+            value = default
+        st.session_state[key] = value
+    elif not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < upper:
+        st.session_state[key] = default
+
+
+def current_view() -> View:
+    """Draw the shared sidebar, read the view's state, and compute (or fetch) the trace."""
+    notices: list[str] = []
+    _load_url_once(notices)
+    for key in PAGE_KEYS:                # keep page widgets' values when their page is not shown
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+    st.session_state.setdefault("text", DEFAULT_SENTENCE)
+    st.session_state.setdefault("presenter", False)
     with st.sidebar:
-        name = st.selectbox("Model", BUNDLED, key="model",
+        names = model_names()
+        if st.session_state.get("model") not in names:
+            st.session_state["model"] = names[0]
+        name = st.selectbox("Model", names, key="model",
                             help="tinytales learned simple English stories; roses learned one short poem.")
-        sentence = st.text_input("Sentence", DEFAULT_SENTENCE, key="sentence", max_chars=2000,
-                                 help="Type anything and press Enter.")
-    return name, sentence
+        text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,
+                             help="Type anything and press Enter. Every page shows this sentence.")
+        presenter = st.toggle("Presenter mode", key="presenter",
+                              help="Larger text and figures for a projector; explanations start collapsed.")
+    bundle = get_bundle(name)
+    view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices)
+    try:
+        view.prepared = prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len)
+    except ValueError as problem:
+        view.problem = str(problem)
+    else:
+        view.trace = trace_of(name, view.prepared.ids)
+    cfg = bundle.model.cfg
+    _clamp("layer", cfg.n_layers, 0, "layer", notices)
+    _clamp("head", cfg.n_heads, 0, "head", notices)
+    n_tokens = len(view.prepared.ids) if view.prepared else 1
+    _clamp("token", n_tokens, n_tokens - 1, "token", notices)
+    st.query_params.from_dict(view_params())
+    return view
+
+
+def view_params() -> dict[str, str]:
+    """The view's state as URL query parameters."""
+    state = st.session_state
+    params = {"model": state.get("model", BUNDLED[0]), "text": state.get("text", DEFAULT_SENTENCE)}
+    for key in PAGE_KEYS:
+        if isinstance(state.get(key), int):
+            params[key] = str(state[key])
+    if state.get("presenter"):
+        params["presenter"] = "1"
+    return params
+
+
+def link_to(slug: str) -> str:
+    """A full link to page `slug` showing exactly this view."""
+    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
+    path = "" if slug == "home" else slug
+    return f"{url.scheme}://{url.netloc}/{path}?{urlencode(view_params())}"
+
+
+def view() -> View:
+    """The current run's view, made by streamlit_app.py before the page runs."""
+    return st.session_state["view"]

@@ -1,39 +1,27 @@
-"""Start: a sentence goes in, the model's guesses for the next word come out."""
-import plotly.graph_objects as go
+"""The big picture: the whole pipeline with this sentence's shapes, each stage linking to its page."""
 import streamlit as st
 
-from explorer.prediction import top_next_tokens
-from explorer.state import bundled_model, sidebar
+from explorer.home import INTRO, pipeline
+from explorer.layout import explanation, page_header, require_trace, step_nav
+from explorer.state import view
+from explorer.steps import BY_SLUG
 
-name, sentence = sidebar()
-bundle = bundled_model(name)
+v = view()
+page_header("home", v)
+st.caption("Transformer Explorer opens up a small transformer language model. Every number is the real model's.")
+explanation(v, INTRO, title="How a transformer reads a sentence")
+require_trace(v, "home")
 
-st.title("Transformer Explorer")
-st.write("A small transformer language model reads your sentence and guesses the next word. "
-         "Every number below comes from the real model.")
-
-try:
-    result = top_next_tokens(bundle, sentence)
-except ValueError as problem:
-    st.info(str(problem))
-    st.stop()
-
-for notice in result.prepared.notices:
-    st.warning(notice)
-
-st.subheader("1. The sentence as tokens")
-st.caption("The model does not read letters or words: it reads token ids, numbers that index its vocabulary.")
-st.dataframe(
-    {"position": list(range(len(result.prepared.ids))),
-     "token": [("⚠ " if p.unknown else "") + p.text for p in result.prepared.pieces],
-     "id": result.prepared.ids},
-    hide_index=True, width="content")
-
-st.subheader("2. The five likeliest next tokens")
-figure = go.Figure(go.Bar(
-    x=result.probs[::-1], y=result.tokens[::-1], orientation="h",
-    text=[f"{p:.1%}" for p in result.probs[::-1]], textposition="auto",
-    hovertemplate="next token %{y}: probability %{x:.4f}<extra></extra>"))
-figure.update_layout(xaxis=dict(title="probability", range=[0, 1], tickformat=".0%"),
-                     height=300, margin=dict(l=10, r=10, t=10, b=40))
-st.plotly_chart(figure)
+st.subheader("Your sentence, step by step")
+st.caption(f"Model: {v.name} · {v.bundle.model.cfg.n_layers} layers · d_model {v.bundle.model.cfg.d_model}")
+stages = pipeline(v)
+for i, stage in enumerate(stages):
+    with st.container(border=True):
+        left, middle, right = st.columns([3, 2, 2], vertical_alignment="center")
+        left.markdown(f"**{stage.name}**  \n{stage.detail}")
+        middle.markdown(f"#### {stage.shape}")
+        step = BY_SLUG[stage.slug]
+        right.page_link(step.file, label=step.title, icon=step.icon)
+    if i + 1 < len(stages):
+        st.markdown("<div style='text-align:center;font-size:1.4rem;line-height:1'>↓</div>", unsafe_allow_html=True)
+step_nav("home")

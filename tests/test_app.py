@@ -1,70 +1,74 @@
-"""The first page, as a student sees it (Streamlit AppTest, no browser)."""
-import json
-from pathlib import Path
-
+"""The whole app: the sidebar, the big picture page, URL state and strange input (AppTest, no browser)."""
 import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
 
+from conftest import open_page, page_text, type_text
 from explorer.state import DEFAULT_SENTENCE
+from explorer.steps import STEPS
 from model.checkpoint import load_bundled
 
-APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
+STRANGE = {
+    "empty": "",
+    "emoji": "the 🐈 sat on the 🧶 😺",
+    "long": ("the cat sat on the mat because it was tired . " * 45)[:2000],
+    "script": "<script>alert(1)</script> <img src=x onerror=alert(1)>",
+    "unknown": "quantum zebras juggle marmalade",
+}
 
 
-@pytest.fixture
-def app():
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
+def test_big_picture_shows_the_pipeline_with_this_sentences_real_shapes():
+    at = open_page()
     assert not at.exception
-    return at
+    text = page_text(at)
+    assert "10 tokens" in text and "10 x 64" in text and "133 scores" in text
+    assert "4 x 10 x 10 per layer" in text
+    assert at.text_input(key="text").value == DEFAULT_SENTENCE
 
 
-def chart(at) -> dict:
-    return json.loads(at.get("plotly_chart")[0].proto.spec)
+@pytest.mark.parametrize("step", [s.slug for s in STEPS])
+@pytest.mark.parametrize("kind", list(STRANGE))
+def test_every_page_survives_strange_input(step, kind):
+    at = open_page(step)
+    type_text(at, STRANGE[kind])
+    assert not at.exception, at.exception
+    assert at.text_input(key="text").value == STRANGE[kind]
+    if kind == "empty":
+        assert "Type a sentence first" in page_text(at)
+    if kind == "long":
+        assert "only the last 32 tokens are used" in page_text(at)
+    if kind in ("unknown", "script", "emoji"):
+        assert "not in the model's vocabulary" in page_text(at)
 
 
-def type_sentence(at, text: str) -> AppTest:
-    at.text_input(key="sentence").set_value(text).run()
+def test_the_view_is_in_the_url_and_a_link_reopens_it():
+    at = open_page("home")
+    type_text(at, "the dog chased the cat")
+    assert at.query_params["text"] == ["the dog chased the cat"] or at.query_params["text"] == "the dog chased the cat"
+    again = open_page("home", model="roses", text="roses are red", presenter=1)
+    assert again.selectbox(key="model").value == "roses"
+    assert again.text_input(key="text").value == "roses are red"
+    assert again.toggle(key="presenter").value is True
+    assert "3 tokens" in page_text(again)
+
+
+@pytest.mark.parametrize("query, notice", [
+    (dict(model="gpt-17"), "model that does not exist"),
+    (dict(layer=99), "layer '99'"),
+    (dict(head=-1), "head '-1'"),
+    (dict(token="abc"), "token 'abc'"),
+    (dict(layer="1e999", head="NaN"), "which this model does not have"),
+])
+def test_nonsense_in_the_url_falls_back_to_defaults_with_a_notice(query, notice):
+    at = open_page("home", **query)
     assert not at.exception
-    return at
+    assert notice in page_text(at)
+    assert at.selectbox(key="model").value in ("tinytales", "roses")
 
 
-def test_default_sentence_shows_its_tokens_and_the_models_real_top_five(app):
-    table = app.dataframe[0].value
-    assert list(table["token"]) == DEFAULT_SENTENCE.split()
-    bundle = load_bundled("tinytales")
-    assert list(table["id"]) == bundle.tokenizer.encode(DEFAULT_SENTENCE)
-    logits = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))["logits"][0, -1]
-    probs = logits.softmax(-1)
-    top = probs.topk(5)
-    bars = chart(app)["data"][0]
-    assert bars["y"] == [bundle.tokenizer.vocab[i] for i in top.indices.tolist()][::-1]
-    assert bars["x"] == pytest.approx(top.values.tolist()[::-1], abs=1e-6)
-    assert bars["y"][-1] == "."       # after "... because it was tired" the sentence ends
-
-
-def test_empty_sentence_gets_a_friendly_prompt_not_an_error(app):
-    type_sentence(app, "   ")
-    assert "Type a sentence first" in app.info[0].value
-    assert not app.get("plotly_chart")
-
-
-def test_html_is_shown_as_text_and_unknown_words_are_flagged(app):
-    type_sentence(app, "<script>alert(1)</script> the cat")
-    tokens = list(app.dataframe[0].value["token"])
-    assert "⚠ script" in tokens and "<" in "".join(tokens)
-    assert any("not in the model's vocabulary" in w.value for w in app.warning)
-
-
-def test_long_text_is_cut_to_the_context_with_a_notice(app):
-    type_sentence(app, "the cat sat on the mat . " * 20)
-    assert len(app.dataframe[0].value) == load_bundled("tinytales").model.cfg.max_len
-    assert any("only the last 32 tokens are used" in w.value for w in app.warning)
-
-
-def test_roses_model_continues_its_poem(app):
-    app.selectbox(key="model").set_value("roses").run()
-    type_sentence(app, "roses are red violets are")
-    assert chart(app)["data"][0]["y"][-1] == "blue"
+def test_roses_model_is_available_in_the_sidebar():
+    at = open_page()
+    at.selectbox(key="model").set_value("roses").run()
+    type_text(at, "roses are red violets are")
+    assert "11 scores" not in page_text(at)          # vocab of 12 words, not 11
+    assert "12 scores" in page_text(at)
+    assert "“blue”" in page_text(at)
+    assert load_bundled("roses").model.cfg.d_model == 32

@@ -1,0 +1,54 @@
+"""The big picture: the pipeline from text to prediction, with this sentence's real shapes."""
+from dataclasses import dataclass
+
+import torch
+
+from .layout import quote
+from .state import View
+
+INTRO = """\
+A language model like this one does one thing: **given some text, it guesses the next token**.
+It does that in a fixed series of steps, and each page of this app opens one of them with the real
+numbers for your sentence.
+
+Think of an assembly line. The sentence is cut into pieces (tokens), each piece gets an ID card of
+numbers (an embedding) with its seat number stamped on it (its position). Then, layer by layer,
+every piece looks back at the pieces before it (attention) and thinks on its own (feed-forward),
+adding what it found to a running notebook (the residual stream). At the end the last notebook is
+read out as a score for every word the model knows, and the scores become probabilities.
+"""
+
+
+@dataclass(frozen=True)
+class Stage:
+    slug: str          # the step page that explains this stage
+    name: str
+    shape: str         # the real shape for this sentence, e.g. "10 x 64"
+    detail: str
+
+
+def pipeline(view: View) -> list[Stage]:
+    """The stages of the forward pass with the shapes this sentence produces."""
+    trace, cfg = view.trace, view.bundle.model.cfg
+    T = trace["tokens"].shape[1]
+    D, H, F, V, L = cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.n_layers
+    probs = torch.softmax(trace["logits"][0, -1], -1)
+    best = int(probs.argmax())
+    return [
+        Stage("tokenization", "Tokens", f"{T} tokens",
+              f"The text becomes {T} token ids from a vocabulary of {V}."),
+        Stage("embedding", "Embeddings", f"{T} x {D}",
+              f"Each token id picks a row of {D} learned numbers."),
+        Stage("positions", "+ positions", f"{T} x {D}",
+              f"A {cfg.pos} position signal is added to each row." if cfg.pos != "none"
+              else "This model adds no position signal."),
+        Stage("attention", f"Attention ({L} layers x {H} heads)", f"{H} x {T} x {T} per layer",
+              f"Each head weighs the {T} tokens; each token looks only at itself and earlier tokens."),
+        Stage("feedforward", "Feed-forward", f"{T} x {D} → {T} x {F} → {T} x {D}",
+              f"Each token is expanded to {F} neurons, activated ({cfg.activation}) and contracted back."),
+        Stage("residual", "Residual stream & norm", f"{T} x {D}",
+              f"Every layer adds its work to the stream; {cfg.norm} norm ({cfg.norm_position}-norm) keeps its scale."),
+        Stage("prediction", "Next-token probabilities", f"{V} scores",
+              f"The last position's {V} scores become probabilities: the top guess is "
+              f"{quote(view.bundle.tokenizer.vocab[best])} at {probs[best]:.0%}."),
+    ]

@@ -1,0 +1,70 @@
+"""Plotly conventions every figure follows: readable on a projector and for colour-blind viewers.
+
+- Signed values (embeddings, scores, activations) use a diverging blue-white-red scale centred at 0.
+- Non-negative values (attention weights, probabilities) use Viridis, a colour-blind-safe sequential scale.
+- Token axes are numeric positions labelled with the tokens, so a repeated word ("the" twice) keeps
+  two separate rows instead of being merged.
+- Every hover shows the exact value and the token labels.
+- Plotly reads a few HTML tags in labels, so every token goes through `safe` first: "<b>" stays text.
+"""
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+DIVERGING = "RdBu_r"       # blue (negative) - white (0) - red (positive)
+SEQUENTIAL = "Viridis"
+
+
+def as_numpy(values) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        return values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def safe(text: str) -> str:
+    """A token or any user text as Plotly label text: HTML-escaped, so it is shown, never interpreted."""
+    return html.escape(str(text), quote=False)
+
+
+def style(fig: go.Figure, presenter: bool = False, height: int | None = None) -> go.Figure:
+    """Common layout; presenter mode enlarges every font for the back of a classroom."""
+    size = 20 if presenter else 13
+    fig.update_layout(font=dict(size=size), hoverlabel=dict(font_size=size + 2),
+                      margin=dict(l=10, r=10, t=50 if fig.layout.title.text else 20, b=10))
+    if height:
+        fig.update_layout(height=int(height * (1.3 if presenter else 1.0)))
+    return fig
+
+
+def heatmap(values, rows: list[str], cols: list[str], *, title: str = "", row_title: str = "",
+            col_title: str = "", value_name: str = "value", signed: bool = True,
+            zmin: float | None = None, zmax: float | None = None, text: bool = False,
+            presenter: bool = False, height: int | None = None) -> go.Figure:
+    """A (rows x cols) heatmap with labelled rows/columns and exact values on hover."""
+    z = as_numpy(values).astype(float)
+    rows, cols = [safe(r) for r in rows], [safe(c) for c in cols]
+    rows_idx, cols_idx = list(range(len(rows))), list(range(len(cols)))
+    hover_rows = np.repeat(np.array(rows, dtype=object)[:, None], len(cols), axis=1)
+    hover_cols = np.repeat(np.array(cols, dtype=object)[None, :], len(rows), axis=0)
+    scale = dict(colorscale=DIVERGING, zmid=0) if signed else dict(colorscale=SEQUENTIAL)
+    if zmin is not None:
+        scale.update(zmin=zmin, zmax=zmax)
+        scale.pop("zmid", None)
+    trace = go.Heatmap(
+        z=z, x=cols_idx, y=rows_idx, customdata=np.dstack([hover_rows, hover_cols]),
+        hovertemplate=(f"{row_title or 'row'} %{{customdata[0]}}<br>{col_title or 'column'} %{{customdata[1]}}"
+                       f"<br>{value_name} %{{z:.4f}}<extra></extra>"),
+        colorbar=dict(title=dict(text=value_name)), **scale)
+    if text:
+        trace.update(text=np.round(z, 2), texttemplate="%{text}")
+    fig = go.Figure(trace, layout=dict(title=title))
+    fig.update_xaxes(tickvals=cols_idx, ticktext=cols, title=col_title, side="bottom")
+    fig.update_yaxes(tickvals=rows_idx, ticktext=rows, title=row_title, autorange="reversed")
+    return style(fig, presenter, height or max(260, 28 * len(rows) + 120))
+
+
+def labels(tokens: list[str]) -> list[str]:
+    """Axis labels for token positions: '0 the', '1 cat', ... (unique even when words repeat)."""
+    return [f"{i} {t}" for i, t in enumerate(tokens)]     # heatmap() escapes them; escape elsewhere

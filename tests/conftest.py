@@ -1,0 +1,84 @@
+"""Shared test helpers: run the app (or one page of it) with AppTest and read its charts."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.runtime import pages_manager
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "streamlit_app.py")
+
+
+@pytest.fixture(autouse=True)
+def _pages_run_through_the_entry_point(monkeypatch):
+    """Make AppTest's switch_page run streamlit_app.py (with its sidebar), as a real browser does.
+
+    With a pages/ folder present Streamlit would run the page file alone; st.navigation apps never do.
+    """
+    original = pages_manager.PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        pages_manager.PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(pages_manager.PagesManager, "__init__", init)
+    st.cache_resource.clear()
+    yield
+
+
+def open_page(slug: str = "home", **query) -> AppTest:
+    """Run the app on page `slug` (a step slug, as in explorer.steps) with URL query parameters."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    at.run()
+    if slug != "home":
+        at.switch_page(f"pages/{slug}.py").run()
+    return at
+
+
+def type_text(at: AppTest, text: str) -> AppTest:
+    """Type a sentence into the sidebar and press Enter."""
+    at.text_input(key="text").set_value(text).run()
+    return at
+
+
+def decode(value):
+    """Plotly 7 sends NumPy arrays as {dtype, bdata, shape}; turn them back into arrays."""
+    if isinstance(value, dict) and "bdata" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape:
+            array = array.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
+        return array
+    if isinstance(value, list):
+        return np.asarray(value, dtype=object) if value and isinstance(value[0], str) else np.asarray(value)
+    return value
+
+
+def plotly_figures(at: AppTest) -> list[dict]:
+    """Every Plotly chart on the page as its JSON figure (data and layout)."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def figure_titled(at: AppTest, words: str) -> dict:
+    """The Plotly figure whose title contains `words`."""
+    for figure in plotly_figures(at):
+        title = figure.get("layout", {}).get("title", {})
+        text = title.get("text", "") if isinstance(title, dict) else str(title)
+        if words.lower() in text.lower():
+            return figure
+    raise AssertionError(f"no figure titled {words!r}; titles: "
+                         f"{[f.get('layout', {}).get('title') for f in plotly_figures(at)]}")
+
+
+def page_text(at: AppTest) -> str:
+    """All markdown, captions, info/warning text and headers of the page, joined (for 'shows X' checks)."""
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "header", "subheader"):
+        parts += [str(element.value) for element in getattr(at, kind)]
+    return "\n".join(parts)
