@@ -2,14 +2,27 @@
 from pathlib import Path
 
 import streamlit as st
+import torch
 
+from explorer.lab import pause_all
 from explorer.state import current_view
-from explorer.steps import STEPS
+from explorer.steps import LAB, STEPS
+
+# One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
+# visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
+torch.set_num_threads(1)
 
 HERE = Path(__file__).parent
 st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide")
-pages = [st.Page(HERE / step.file, title=step.title, icon=step.icon, url_path=step.slug,
-                 default=step.slug == "home") for step in STEPS]
-page = st.navigation(pages)
-st.session_state["view"] = current_view()     # pages read it with explorer.state.view()
+
+
+def as_page(step):
+    return st.Page(HERE / step.file, title=step.title, icon=step.icon, url_path=step.slug,
+                   default=step.slug == "home")
+
+
+page = st.navigation({"Walk-through": [as_page(s) for s in STEPS], "Lab": [as_page(LAB)]})
+if page.url_path != LAB.slug:
+    pause_all()                                   # leaving the lab pauses its training
+st.session_state["view"] = current_view()         # pages read it with explorer.state.view()
 page.run()

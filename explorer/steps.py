@@ -29,7 +29,9 @@ STEPS = [
     Step("prediction", "7. Next-token prediction", "pages/prediction.py", ":material/casino:",
          "Turn the final vectors into probabilities for the next token."),
 ]
-BY_SLUG = {step.slug: step for step in STEPS}
+LAB = Step("training", "Training lab", "pages/training.py", ":material/model_training:",
+           "Train a small transformer live, watch it learn, then explore it.")
+BY_SLUG = {step.slug: step for step in [*STEPS, LAB]}
 
 
 def neighbours(slug: str) -> tuple[Step | None, Step | None]:

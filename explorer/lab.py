@@ -1,0 +1,220 @@
+"""The training lab's session state: which runs this visitor has, and what the buttons do.
+
+The page's widgets use keys starting with "lab_"; the setup is read from them. Runs live in this
+session only (st.session_state), at most MAX_RUNS of them.
+"""
+import re
+from dataclasses import asdict
+
+import streamlit as st
+
+from model.checkpoint import from_bytes, to_bytes
+
+from .training import (MAX_RUNS, MAX_TRAINING, PRESETS, WALL_BUDGET_S, LabSetup, Run, TrainConfig, new_run)
+
+TICK_EVERY = 0.5                 # seconds between live ticks
+MAX_TEXT_CHARS = 1_000_000
+
+EXPLANATION = """\
+Training is how a model's numbers get their values. It starts with random weights, so its guesses
+are random. Then, step after step, it reads a batch of text windows, guesses every next token,
+measures how wrong it was (the **loss**), and nudges every weight a little in the direction that
+would have made it less wrong (**gradient descent**, here with the AdamW or SGD optimizer).
+
+Like learning to throw darts: throw, see how far off you were, adjust your aim a little, throw again.
+The **learning rate** is how big each adjustment is: too small and you learn slowly, too big and you
+overshoot. Watch the loss fall, the samples turn from gibberish into text, and the attention
+patterns form. Then explore your model on the walk-through pages.
+"""
+
+MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation")
+TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing")
+SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", *MODEL_KEYS, *TRAIN_KEYS)]
+
+
+def _setup_to_widgets(setup: LabSetup) -> None:
+    state = st.session_state
+    state["lab_task"], state["lab_tokenizer"] = setup.task, setup.tokenizer
+    for key in MODEL_KEYS:
+        state[f"lab_{key}"] = setup.model[key]
+    train = asdict(setup.train)
+    for key in TRAIN_KEYS:
+        state[f"lab_{key}"] = train[key]
+
+
+def init_setup_widgets() -> None:
+    """Give every setup widget its starting value (the first preset) once per session."""
+    if "lab_preset" not in st.session_state:
+        st.session_state["lab_preset"] = next(iter(PRESETS))
+        _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
+    st.session_state.setdefault("lab_runs", [])
+    st.session_state.setdefault("lab_messages", [])
+    for key in SETUP_WIDGETS:                                # keep values while the lab page is not shown
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def apply_preset() -> None:
+    _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
+
+
+def setup_from_widgets() -> LabSetup:
+    state = st.session_state
+    model = {key: state[f"lab_{key}"] for key in MODEL_KEYS}
+    train = {key: state[f"lab_{key}"] for key in TRAIN_KEYS}
+    for key in ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "batch_size", "warmup", "steps"):
+        if key in model:
+            model[key] = int(model[key])
+        if key in train:
+            train[key] = int(train[key])
+    return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], model=model,
+                    train=TrainConfig(**train))
+
+
+def user_text() -> str | bytes | None:
+    """The uploaded file's bytes, else the pasted text."""
+    upload = st.session_state.get("lab_upload")
+    if upload is not None:
+        return upload.getvalue()
+    return st.session_state.get("lab_text") or None
+
+
+def runs() -> list[Run]:
+    return st.session_state.get("lab_runs", [])
+
+
+def active_run() -> Run | None:
+    return runs()[-1] if runs() else None
+
+
+def messages() -> list[str]:
+    return st.session_state.get("lab_messages", [])
+
+
+def is_running() -> bool:
+    run = active_run()
+    return bool(st.session_state.get("lab_running")) and run is not None and not run.finished
+
+
+def _make_run(replace_active: bool = False) -> Run | None:
+    """A new run from the widgets' setup, or None (with a message saying why) if it does not fit."""
+    st.session_state["lab_messages"] = []
+    try:
+        setup = setup_from_widgets()
+        label = active_run().label if replace_active and active_run() else f"run {st.session_state.get('lab_count', 0) + 1}"
+        run = new_run(setup, label, user_text())
+    except ValueError as problem:
+        st.session_state["lab_messages"] = [str(problem)]
+        return None
+    kept = runs()[:-1] if replace_active else runs()
+    if not replace_active:
+        st.session_state["lab_count"] = st.session_state.get("lab_count", 0) + 1
+    st.session_state["lab_runs"] = (kept + [run])[-MAX_RUNS:]
+    return run
+
+
+def _wants_new_run() -> bool:
+    run = active_run()
+    if run is None or run.finished:
+        return True
+    try:
+        return setup_from_widgets() != run.setup
+    except ValueError:
+        return True
+
+
+def start() -> None:
+    """Start a new run (or resume the current one if its settings are unchanged)."""
+    if _wants_new_run() and _make_run() is None:
+        return
+    st.session_state["lab_running"] = True
+
+
+def pause() -> None:
+    st.session_state["lab_running"] = False
+    run = active_run()
+    if run is not None and run.status != "done":
+        run.status = "paused"
+
+
+def step_once() -> None:
+    """Train one tick, then stay paused."""
+    if _wants_new_run() and _make_run() is None:
+        return
+    st.session_state["lab_running"] = False
+    tick()
+
+
+def reset() -> None:
+    st.session_state["lab_running"] = False
+    _make_run(replace_active=active_run() is not None)
+
+
+def tick() -> None:
+    """One bounded slice of training for the active run (the live fragment calls this)."""
+    run = active_run()
+    if run is None:
+        return
+    if not run.tick():
+        st.session_state["lab_messages"] = [f"Waiting for a free trainer: {MAX_TRAINING} trainings are already "
+                                            "running on this server. Yours starts as soon as one finishes."]
+        return
+    st.session_state["lab_messages"] = []
+    if run.finished:
+        st.session_state["lab_running"] = False
+        publish()
+
+
+def pause_all() -> None:
+    """Leaving the lab pauses training (called by the entry point on every other page)."""
+    if st.session_state.get("lab_running"):
+        pause()
+
+
+def progress_text(run: Run) -> str:
+    last = run.history[-1] if run.history else {}
+    speed = last.get("tokens_per_s", 0)
+    budget = run.setup.train.steps
+    steps_per_s = run.steps_done / run.seconds if run.seconds else 0
+    left = min((budget - run.steps_done) / steps_per_s if steps_per_s else 0, WALL_BUDGET_S - run.seconds)
+    status = {"waiting": "waiting for a free trainer"}.get(run.status, run.status)
+    return (f"{run.label}: step {run.steps_done} of {budget} · {status} · {speed:,.0f} tokens/s · "
+            f"about {max(0, left):.0f} s left")
+
+
+def published_name(run: Run) -> str:
+    return f"lab: {run.label}"
+
+
+def publish() -> None:
+    """Put a frozen copy of the active run's model into the sidebar's model picker."""
+    run = active_run()
+    if run is None:
+        return
+    trained = st.session_state.setdefault("trained_models", {})
+    trained[published_name(run)] = run.bundle()
+    if len(trained) > MAX_RUNS:                 # bound the session's memory
+        trained.pop(next(iter(trained)))
+
+
+def download_bytes(run: Run) -> bytes:
+    return to_bytes(run.bundle())
+
+
+def upload() -> None:
+    """Validate an uploaded model file and add it to the model picker (nothing is unpickled)."""
+    file = st.session_state.get("lab_model_upload")
+    if file is None:
+        return
+    try:
+        bundle = from_bytes(file.getvalue())
+    except ValueError as problem:
+        st.session_state["lab_messages"] = [f"That file could not be loaded: {problem}"]
+        return
+    name = "upload: " + (re.sub(r"[^\w.\- ]", "_", file.name)[:40] or "model")
+    trained = st.session_state.setdefault("trained_models", {})
+    trained[name] = bundle
+    if len(trained) > MAX_RUNS:
+        trained.pop(next(iter(trained)))
+    st.session_state["lab_messages"] = []
+    st.toast(f"Added {name} to the model picker in the sidebar.", icon=":material/check:")

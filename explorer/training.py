@@ -1,0 +1,204 @@
+"""The training lab's logic: a session's runs, trained in short ticks, with what the live views need.
+
+Nothing here touches the bundled models: every run builds its own model. A run is advanced by
+`tick()`, which trains for a bounded slice of wall time, so the page stays responsive. At most
+MAX_TRAINING runs compute at once across the whole server; the others wait for a free trainer.
+"""
+import copy
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from model import corpora
+from model.checkpoint import Bundle
+from model.config import ModelConfig
+from model.generate import generate
+from model.presets import build_tokenizer, corpus_texts
+from model.tokenizers import Tokenizer
+from model.trainer import TrainConfig, Trainer
+from model.transformer import TransformerLM
+
+MAX_TRAINING = 2                 # trainings computing at once, server-wide
+_TRAINER_SLOTS = threading.BoundedSemaphore(MAX_TRAINING)
+TICK_SECONDS = 0.3               # compute per tick, at most (plus one chunk of steps)
+MAX_RUNS = 4                     # runs kept per session (the oldest is dropped)
+MAX_SNAPSHOTS = 30               # attention snapshots kept per run
+WALL_BUDGET_S = 300              # a run stops after this much training time
+TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit sorting", "text": "Your own text"}
+
+# Bounds that keep one step quick on a shared 2-core host.
+BOUNDS = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64),
+              batch_size=(1, 64), steps=(1, 5000))
+
+
+@dataclass(frozen=True)
+class LabSetup:
+    """Everything the student chose: task, tokenizer, architecture and recipe."""
+    task: str = "roses"
+    tokenizer: str = "word"
+    model: dict = field(default_factory=lambda: dict(
+        d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal", norm="layer",
+        norm_position="pre", activation="relu"))
+    train: TrainConfig = TrainConfig(steps=300, batch_size=16, lr=1e-2, warmup=10)
+    probe: str = ""              # the sentence whose attention is watched; "" picks one for the task
+
+
+PRESETS = {
+    "walkthrough": ("The walkthrough's model: 2 layers, 2 heads, d_model 32, learns the roses poem in seconds.",
+                    LabSetup()),
+    "tales": ("A small tiny-tales model: watch agreement and pronouns appear (a few minutes).",
+              LabSetup(task="tinytales", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
+                                                    pos="sinusoidal", norm="layer", norm_position="pre",
+                                                    activation="gelu"),
+                       train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+    "sorting": ("Digit sorting with positions: the model learns to look back at the list.",
+                LabSetup(task="digits", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
+                                                   pos="learned", norm="layer", norm_position="pre",
+                                                   activation="relu"),
+                         train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+    "no positions": ("No positional encoding: watch it fail at sorting (it cannot tell what came first).",
+                     LabSetup(task="digits", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
+                                                        pos="none", norm="layer", norm_position="pre",
+                                                        activation="relu"),
+                              train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+    "post-norm": ("The 2017 paper's post-norm: the same walkthrough model with the norm after each sum.",
+                  LabSetup(model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal",
+                                      norm="layer", norm_position="post", activation="relu"))),
+}
+
+PROBES = {"roses": "roses are red violets are blue", "tinytales": "the cat sat on the mat because it was tired",
+          "digits": "3 1 2 > 1 2 3"}
+
+
+def check_setup(setup: LabSetup) -> list[str]:
+    """Problems with a setup, in words (empty when it can be trained)."""
+    problems = []
+    values = {**setup.model, "batch_size": setup.train.batch_size, "steps": setup.train.steps}
+    for name, (low, high) in BOUNDS.items():
+        if not low <= values[name] <= high:
+            problems.append(f"{name} must be between {low} and {high} on this shared host (got {values[name]}).")
+    if setup.model["d_model"] % setup.model["n_heads"]:
+        problems.append(f"d_model {setup.model['d_model']} is not divisible by n_heads {setup.model['n_heads']}: "
+                        "each head must get the same number of dimensions.")
+    return problems
+
+
+def texts_for(setup: LabSetup, user_text: str | None = None) -> tuple[str, str]:
+    """(training text, validation text) for the task; your own text is split 90% / 10%."""
+    if setup.task != "text":
+        return corpus_texts(setup.task)
+    if not user_text:
+        raise ValueError("Paste some text or upload a .txt file first.")
+    text = corpora.user_text(user_text)
+    cut = int(len(text) * 0.9)
+    return text[:cut], text[cut:]
+
+
+@dataclass
+class Run:
+    """One training run of this session, with everything its live views show."""
+    label: str
+    setup: LabSetup
+    tokenizer: Tokenizer
+    trainer: Trainer
+    probe_ids: list[int]
+    history: list[dict] = field(default_factory=list)        # one row per tick: step, loss, accuracy, lr, ...
+    evals: list[dict] = field(default_factory=list)          # step, val_loss, val_accuracy
+    samples: list[tuple[int, str]] = field(default_factory=list)
+    snapshots: list[tuple[int, torch.Tensor]] = field(default_factory=list)   # step, patterns (L, H, T, T)
+    status: str = "ready"                                     # ready, running, waiting, paused, done
+    seconds: float = 0.0
+
+    @property
+    def model(self) -> TransformerLM:
+        return self.trainer.model
+
+    @property
+    def steps_done(self) -> int:
+        return self.trainer.steps_done
+
+    @property
+    def finished(self) -> bool:
+        return self.steps_done >= self.setup.train.steps or self.seconds >= WALL_BUDGET_S
+
+    def tick(self, seconds: float = TICK_SECONDS, chunk: int = 5) -> bool:
+        """Train for about `seconds` if a trainer slot is free; returns False when it had to wait."""
+        if self.finished:
+            self.status = "done"
+            return True
+        if not _TRAINER_SLOTS.acquire(blocking=False):
+            self.status = "waiting"
+            return False
+        try:
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds and not self.finished:
+                n = min(chunk, self.setup.train.steps - self.steps_done)
+                metrics = self.trainer.step(n)
+                self.history.append(dict(step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy,
+                                         lr=metrics.lr, tokens_per_s=metrics.tokens_per_s, **{
+                                             f"grad {k}": v for k, v in metrics.grad_norms.items()}))
+            self.seconds += time.perf_counter() - start
+            self.observe()
+        finally:
+            _TRAINER_SLOTS.release()
+        self.status = "done" if self.finished else "running"
+        return True
+
+    def observe(self) -> None:
+        """Validation loss, a sample generation and an attention snapshot at the current step."""
+        val_loss, val_acc = self.trainer.evaluate(max_windows=16)
+        self.evals.append(dict(step=self.steps_done, val_loss=val_loss, val_accuracy=val_acc))
+        prompt = self.probe_ids[: max(1, min(3, len(self.probe_ids)))]
+        out = generate(self.model, prompt, n_new=min(12, self.model.cfg.max_len), strategy="greedy")
+        self.samples.append((self.steps_done, self.tokenizer.decode(prompt + out.tokens)))
+        self.samples = self.samples[-20:]
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        trace = self.model.run(self.probe_ids)
+        patterns = torch.stack([trace[f"blocks.{i}.attn.pattern"][0] for i in range(self.model.cfg.n_layers)])
+        self.snapshots.append((self.steps_done, patterns))                       # (L, H, T, T)
+        if len(self.snapshots) > MAX_SNAPSHOTS:      # thin out evenly, keeping the first and the latest
+            self.snapshots = self.snapshots[::2] + ([self.snapshots[-1]] if len(self.snapshots) % 2 == 0 else [])
+
+    def bundle(self) -> Bundle:
+        """A frozen copy of the model as it is now, for the walk-through pages and for download."""
+        model = copy.deepcopy(self.model).eval()
+        facts = {"trained_in": "training lab", "task": self.setup.task, "steps": self.steps_done,
+                 "train": self.setup.train.to_dict(),
+                 "val_loss": round(self.evals[-1]["val_loss"], 4) if self.evals else None}
+        return Bundle(model, self.tokenizer, facts)
+
+
+def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int = 0) -> Run:
+    """Build the data, tokenizer and a fresh model for `setup`; ValueError says what does not fit."""
+    problems = check_setup(setup)
+    if problems:
+        raise ValueError(" ".join(problems))
+    train_text, val_text = texts_for(setup, user_text)
+    tokenizer = build_tokenizer(setup.tokenizer, train_text, setup.task)
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **setup.model)
+    train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
+    context = cfg.max_len
+    if len(val_ids) <= context:     # short texts: validate on the training text rather than refuse
+        val_ids = train_ids
+    torch.manual_seed(seed)
+    trainer = Trainer(TransformerLM(cfg), train_ids, val_ids, replace(setup.train, seed=seed))
+    probe_text = setup.probe or PROBES.get(setup.task) or train_text[:200]
+    probe_ids = tokenizer.encode(probe_text)[:context] or train_ids[:context]
+    run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids)
+    run.snapshot()
+    return run
+
+
+def describe_difference(setup: LabSetup, other: LabSetup) -> str:
+    """What differs between two setups, in a few words, to label overlaid loss curves."""
+    diffs = [f"{k}={v}" for k, v in setup.model.items() if other.model.get(k) != v]
+    diffs += [f"{k}={v}" for k, v in setup.train.to_dict().items() if other.train.to_dict().get(k) != v]
+    if setup.task != other.task:
+        diffs.insert(0, f"task={setup.task}")
+    if setup.tokenizer != other.tokenizer:
+        diffs.insert(0, f"tokenizer={setup.tokenizer}")
+    return ", ".join(diffs) or "same settings"

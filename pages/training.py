@@ -1,0 +1,111 @@
+"""Training lab: train a small transformer live, watch it learn, then explore it in the walk-through."""
+import streamlit as st
+
+from explorer import lab
+from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, snapshot_figure
+from explorer.layout import explanation, page_header
+from explorer.state import view
+from explorer.training import PRESETS, TASKS, describe_difference
+
+v = view()
+page_header("training", v)
+explanation(v, lab.EXPLANATION, title="What happens when a model trains")
+
+# 1) the setup: a preset, then every knob (advanced knobs hidden in presenter mode)
+st.subheader("1. Set up")
+lab.init_setup_widgets()
+left, right = st.columns([1, 2])
+left.selectbox("Preset", list(PRESETS), key="lab_preset", on_change=lab.apply_preset)
+right.info(PRESETS[st.session_state["lab_preset"]][0], icon=":material/lightbulb:")
+task = st.radio("Task", list(TASKS), format_func=TASKS.get, key="lab_task", horizontal=True)
+if task == "text":
+    st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
+                 placeholder="Paste a few paragraphs, a poem, song lyrics ...")
+    st.file_uploader("... or upload a .txt file (up to 1 MB)", type=["txt"], key="lab_upload", max_upload_size=1)
+if not v.presenter:
+    with st.expander("Architecture", icon=":material/account_tree:"):
+        a, b, c = st.columns(3)
+        a.number_input("Layers", 1, 4, key="lab_n_layers")
+        a.number_input("Heads", 1, 8, key="lab_n_heads")
+        a.selectbox("Tokens", ["word", "char", "bpe"], key="lab_tokenizer")
+        b.number_input("d_model", 8, 128, step=8, key="lab_d_model")
+        b.number_input("d_ff", 8, 512, step=8, key="lab_d_ff")
+        b.number_input("Context length", 4, 64, key="lab_max_len")
+        c.selectbox("Positions", ["sinusoidal", "learned", "none"], key="lab_pos")
+        c.selectbox("Norm", ["layer", "rms", "none"], key="lab_norm")
+        c.selectbox("Norm position", ["pre", "post"], key="lab_norm_position")
+        c.selectbox("Activation", ["relu", "gelu"], key="lab_activation")
+    with st.expander("Optimizer and schedule", icon=":material/tune:"):
+        a, b, c = st.columns(3)
+        a.selectbox("Optimizer", ["adamw", "sgd"], key="lab_optimizer", help="SGD uses momentum 0.9.")
+        a.number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lab_lr")
+        a.number_input("Batch size", 1, 64, key="lab_batch_size")
+        b.number_input("Warmup steps", 0, 1000, key="lab_warmup")
+        b.selectbox("Schedule", ["cosine", "inv_sqrt", "constant"], key="lab_schedule")
+        b.number_input("Step budget", 1, 5000, key="lab_steps")
+        c.number_input("Gradient clipping (0 = off)", 0.0, 100.0, key="lab_grad_clip")
+        c.number_input("Label smoothing", 0.0, 0.9, key="lab_label_smoothing")
+
+# 2) the controls, like TensorFlow Playground's
+st.subheader("2. Train")
+buttons = st.columns(4)
+buttons[0].button("Start", icon=":material/play_arrow:", on_click=lab.start, type="primary", key="lab_start")
+buttons[1].button("Pause", icon=":material/pause:", on_click=lab.pause, key="lab_pause")
+buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, key="lab_step",
+                  help="Train for one tick (a fraction of a second), then stop.")
+buttons[3].button("Reset", icon=":material/restart_alt:", on_click=lab.reset, key="lab_reset",
+                  help="Start this run again from random weights with the settings above.")
+for message in lab.messages():
+    st.warning(message, icon=":material/warning:")
+
+run = lab.active_run()
+
+
+@st.fragment(run_every=lab.TICK_EVERY if lab.is_running() else None)
+def live_views():
+    """Trains one tick (while running) and redraws the live views."""
+    if lab.is_running():
+        lab.tick()
+        if not lab.is_running():
+            st.rerun()                 # finished or stopped: a full rerun stops the ticking
+    current = lab.active_run()
+    if current is None:
+        st.caption("Press Start to train a model with these settings.")
+        return
+    st.progress(min(1.0, current.steps_done / current.setup.train.steps), text=lab.progress_text(current))
+    log_scale = st.toggle("Log scale", key="lab_log_scale")
+    st.plotly_chart(loss_figure(current, log_scale, v.presenter), key="lab_loss_chart")
+    st.plotly_chart(metrics_figure(current, v.presenter), key="lab_metrics_chart")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Samples** (greedy, from the probe's first words)")
+        st.dataframe({"step": [s for s, _ in current.samples][::-1], "text": [t for _, t in current.samples][::-1]},
+                     hide_index=True, height=260)
+    with right:
+        cfg = current.model.cfg
+        a, b = st.columns(2)
+        layer = a.selectbox("Layer", range(cfg.n_layers), key="lab_layer")
+        head = b.selectbox("Head", range(cfg.n_heads), key="lab_head")
+        n = len(current.snapshots)
+        index = st.slider("Snapshot", 0, n - 1, n - 1, key="lab_snapshot") if n > 1 else 0
+        st.plotly_chart(snapshot_figure(current, index, min(layer, cfg.n_layers - 1), min(head, cfg.n_heads - 1),
+                                        v.presenter), key="lab_attention_chart")
+
+
+live_views()
+
+# 3) compare and keep
+runs = lab.runs()
+if len(runs) > 1:
+    st.subheader("3. Compare runs")
+    st.plotly_chart(compare_figure(runs, describe_difference, v.presenter), key="lab_compare_chart")
+st.subheader("Explore, download or upload a model")
+left, middle, right = st.columns(3)
+if run is not None and run.steps_done:
+    left.button("Explore it in the walk-through", icon=":material/travel_explore:", on_click=lab.publish,
+                key="lab_publish", help="Adds a frozen copy of this model to the sidebar's model picker.")
+    middle.download_button("Download (.safetensors)", data=lab.download_bytes(run), icon=":material/download:",
+                           file_name=f"{run.label.replace(' ', '_')}.safetensors", key="lab_download",
+                           on_click="ignore")
+right.file_uploader("Upload a model file", type=["safetensors"], key="lab_model_upload", on_change=lab.upload,
+                   max_upload_size=50)
