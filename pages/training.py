@@ -48,7 +48,7 @@ if not v.presenter:
 
 # 2) the controls, like TensorFlow Playground's
 st.subheader("2. Train")
-buttons = st.columns(4)
+buttons = st.columns([1, 1, 1, 1, 3])
 buttons[0].button("Start", icon=":material/play_arrow:", on_click=lab.start, type="primary", key="lab_start")
 buttons[1].button("Pause", icon=":material/pause:", on_click=lab.pause, key="lab_pause")
 buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, key="lab_step",

@@ -1,0 +1,176 @@
+"""The training lab, as a student drives it (AppTest; live ticks are driven by calling tick directly)."""
+import io
+
+import pytest
+import torch
+
+from conftest import decode, figure_titled, open_page, page_text
+from explorer.training import (BOUNDS, LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run)
+from model.checkpoint import from_bytes, load_bundled, to_bytes
+from model.trainer import TrainConfig
+
+
+def lab():
+    at = open_page("training")
+    assert not at.exception
+    return at
+
+
+def active(at):
+    return at.session_state["lab_runs"][-1]
+
+
+def test_start_step_pause_reset_drive_a_real_run_whose_loss_falls():
+    at = lab()
+    at.session_state["lab_steps"] = 5000        # a budget no few ticks can finish
+    at.run()
+    at.button(key="lab_start").click().run()
+    assert not at.exception and at.session_state["lab_running"]
+    run = active(at)
+    first_loss = run.history[0]["loss"]
+    for _ in range(4):                      # what the live fragment does every half second
+        run.tick()
+    at.run()
+    assert len(run.history) > 10 and run.history[-1]["loss"] < 0.5 * first_loss
+    loss = figure_titled(at, "Loss")
+    assert list(decode(loss["data"][0]["y"])) == pytest.approx([h["loss"] for h in run.history])
+    assert list(decode(loss["data"][1]["y"])) == pytest.approx([e["val_loss"] for e in run.evals])
+    assert f"step {run.steps_done} of 5000" in at.get("progress")[0].proto.text
+    at.button(key="lab_pause").click().run()
+    assert not at.session_state["lab_running"] and run.status == "paused"
+    steps = run.steps_done
+    at.button(key="lab_step").click().run()
+    assert run.steps_done > steps and not at.session_state["lab_running"]
+    at.button(key="lab_reset").click().run()
+    assert active(at).steps_done == 0 and active(at).label == run.label
+
+
+def test_a_finished_run_appears_in_the_model_picker_and_the_walk_through_reads_it():
+    at = lab()
+    at.button(key="lab_start").click().run()
+    run = active(at)
+    while not run.finished:
+        run.tick()
+    at.run()                                   # the next live tick notices the run is done
+    at.button(key="lab_publish").click().run()
+    assert "lab: run 1" in at.selectbox(key="model").options
+    at.selectbox(key="model").set_value("lab: run 1").run()
+    at.switch_page("pages/home.py").run()
+    assert not at.exception
+    assert "12 scores" in page_text(at)        # the roses vocabulary: 11 words and <unk>
+
+
+def test_training_in_one_session_leaves_the_bundled_model_bit_for_bit_unchanged():
+    ids = load_bundled("tinytales").tokenizer.encode("the cat sat on the mat because it was tired")
+    before = {k: v.clone() for k, v in load_bundled("tinytales").model.run(ids).items()}
+    at = lab()
+    at.selectbox(key="lab_preset").set_value("tales").run()
+    at.button(key="lab_start").click().run()
+    active(at).tick()
+    other = open_page("home")                  # another visitor, on the shared cached model
+    from explorer.state import bundled_model
+    after = bundled_model("tinytales").model.run(ids)
+    for name, value in before.items():
+        assert torch.equal(value, after[name]), name
+    assert not other.exception
+
+
+def test_download_then_upload_gives_identical_logits():
+    at = lab()
+    at.button(key="lab_start").click().run()
+    run = active(at)
+    run.tick()
+    at.button(key="lab_pause").click().run()
+    data = to_bytes(run.bundle())               # what the download button serves
+    at.file_uploader(key="lab_model_upload").upload("my model.safetensors", data).run()
+    assert not at.exception
+    name = "upload: my model.safetensors"
+    assert name in at.selectbox(key="model").options
+    uploaded = at.session_state["trained_models"][name]
+    probe = [[1, 2, 3, 4]]
+    assert torch.equal(uploaded.model.predict(probe), run.model.predict(probe))
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x00garbage" * 100, "not a Transformer Explorer model file"),
+    (b"", "not a Transformer Explorer model file"),
+])
+def test_a_corrupted_upload_is_refused_with_a_message_and_nothing_is_lost(data, message):
+    at = lab()
+    at.button(key="lab_start").click().run()
+    steps = active(at).steps_done
+    at.file_uploader(key="lab_model_upload").upload("broken.safetensors", data).run()
+    assert not at.exception
+    assert "That file could not be loaded" in page_text(at) and message in page_text(at)
+    assert active(at).steps_done >= steps and at.selectbox(key="model").options[:2] == ["tinytales", "roses"]
+
+
+def test_tampered_or_oversized_model_files_are_refused():
+    run = new_run(LabSetup(), "run 1")
+    data = bytearray(to_bytes(run.bundle()))
+    data[-50:] = b"\xff" * 50
+    with pytest.raises(ValueError):
+        from_bytes(bytes(data))
+    with pytest.raises(ValueError, match="the limit is"):
+        from_bytes(to_bytes(run.bundle()), max_bytes=1000)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "Paste some text"),
+    ("   \n ", "empty"),
+    (b"\x00\x01\x02binary", "binary"),
+    (b"caf\xe9 latin-1", "not UTF-8"),
+    ("too short", "too short"),
+])
+def test_bad_own_text_gets_a_clear_message(text, message):
+    setup = LabSetup(task="text", tokenizer="char")
+    with pytest.raises(ValueError, match=message):
+        new_run(setup, "run 1", text)
+
+
+def test_hyperparameters_that_do_not_fit_are_refused_in_words():
+    setup = LabSetup(model={**LabSetup().model, "d_model": 30, "n_heads": 4})
+    assert any("d_model 30 is not divisible by n_heads 4" in p for p in check_setup(setup))
+    setup = LabSetup(model={**LabSetup().model, "n_layers": 40})
+    assert any("n_layers must be between 1 and 4" in p for p in check_setup(setup))
+    at = lab()
+    at.session_state["lab_d_model"] = 30
+    at.session_state["lab_n_heads"] = 4
+    at.run()
+    at.button(key="lab_start").click().run()
+    assert not at.exception
+    assert "not divisible" in page_text(at)
+    assert not at.session_state["lab_runs"]
+
+
+def test_own_text_trains_with_a_character_tokenizer():
+    text = "the quick brown fox jumps over the lazy dog. " * 40
+    run = new_run(LabSetup(task="text", tokenizer="char"), "mine", text)
+    run.tick()
+    assert run.steps_done > 0 and run.tokenizer.kind == "char"
+
+
+def test_a_session_keeps_at_most_four_runs():
+    at = lab()
+    for i in range(MAX_RUNS + 2):
+        at.button(key="lab_reset" if i == 0 else "lab_start").click().run()
+        at.session_state["lab_lr"] = 0.01 + i / 1000          # a changed setting makes a new run
+        at.run()
+    assert len(at.session_state["lab_runs"]) <= MAX_RUNS
+
+
+def test_when_every_trainer_is_busy_a_run_waits_and_says_so():
+    run = new_run(LabSetup(), "run 1")
+    held = [_TRAINER_SLOTS.acquire(blocking=False) for _ in range(2)]
+    try:
+        assert all(held)
+        assert run.tick() is False and run.status == "waiting" and run.steps_done == 0
+    finally:
+        for _ in held:
+            _TRAINER_SLOTS.release()
+    assert run.tick() is True and run.steps_done > 0
+
+
+def test_every_preset_fits_the_bounds():
+    for about, setup in PRESETS.values():
+        assert about and not check_setup(setup)
