@@ -155,7 +155,8 @@ def tick() -> None:
     run = active_run()
     if run is None:
         return
-    if not run.tick():
+    slow = st.session_state.get("lab_slow")
+    if not (run.tick(seconds=0, chunk=2) if slow else run.tick()):
         st.session_state["lab_messages"] = [f"Waiting for a free trainer: {MAX_TRAINING} trainings are already "
                                             "running on this server. Yours starts as soon as one finishes."]
         return

@@ -167,4 +167,12 @@ def link_to(slug: str) -> str:
 
 def view() -> View:
     """The current run's view, made by streamlit_app.py before the page runs."""
+    if "view" not in st.session_state:
+        # Until some visitor's run reaches st.navigation in streamlit_app.py, Streamlit treats the pages/
+        # folder as a legacy multipage app and runs a deep-linked page (say /attention on a server that
+        # just woke up) without the entry point. Turn that mode off, as st.navigation itself does, and
+        # rerun through streamlit_app.py.
+        from streamlit.runtime.pages_manager import PagesManager
+        PagesManager.uses_pages_directory = False
+        st.rerun()
     return st.session_state["view"]

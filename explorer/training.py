@@ -124,7 +124,10 @@ class Run:
         return self.steps_done >= self.setup.train.steps or self.seconds >= WALL_BUDGET_S
 
     def tick(self, seconds: float = TICK_SECONDS, chunk: int = 5) -> bool:
-        """Train for about `seconds` if a trainer slot is free; returns False when it had to wait."""
+        """Train for about `seconds` if a trainer slot is free; returns False when it had to wait.
+
+        `seconds=0` takes exactly one chunk of steps: slow motion, to watch a fast model learn.
+        """
         if self.finished:
             self.status = "done"
             return True
@@ -133,12 +136,14 @@ class Run:
             return False
         try:
             start = time.perf_counter()
-            while time.perf_counter() - start < seconds and not self.finished:
+            while not self.finished:
                 n = min(chunk, self.setup.train.steps - self.steps_done)
                 metrics = self.trainer.step(n)
                 self.history.append(dict(step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy,
                                          lr=metrics.lr, tokens_per_s=metrics.tokens_per_s, **{
                                              f"grad {k}": v for k, v in metrics.grad_norms.items()}))
+                if time.perf_counter() - start >= seconds:
+                    break
             self.seconds += time.perf_counter() - start
             self.observe()
         finally:

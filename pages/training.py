@@ -55,6 +55,7 @@ buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, k
                   help="Train for one tick (a fraction of a second), then stop.")
 buttons[3].button("Reset", icon=":material/restart_alt:", on_click=lab.reset, key="lab_reset",
                   help="Start this run again from random weights with the settings above.")
+st.toggle("Slow motion", key="lab_slow", help="Two steps per tick, to watch a quick model learn step by step.")
 for message in lab.messages():
     st.warning(message, icon=":material/warning:")
 
