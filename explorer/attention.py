@@ -1,0 +1,412 @@
+"""Step 4, attention: every token asks a question, earlier tokens answer, the best matches win.
+
+Figure builders read one head of one layer from the trace (blocks.i.attn.q/k/v/scores/pattern) and
+return Plotly figures; the text functions return Markdown with tokens escaped by `quote`.
+"""
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from model.transformer import Trace
+
+from .layout import quote
+from model.checkpoint import BUNDLED
+
+from .plot import SEQUENTIAL, heatmap, labels, safe, style
+from .state import View, bundled_model, trace_of
+from .whatif import Experiment
+
+INTRO = """\
+Attention is how tokens share information. Picture a classroom where every word is a pupil.
+Each word raises a **question**, its *query* ("who is doing something here?"). Every word also holds
+up a **label** saying what it can offer, its *key*, and keeps an **answer** ready, its *value*. A word
+compares its question with every label (a dot product: a big number when they match), turns the match
+scores into shares that add up to 1 (the softmax), and takes that mix of answers. The best-matching
+labels get most of the attention, just like looking around a classroom for the pupil who can answer.
+
+One rule: a word may look only at itself and the words **before** it, never ahead (the *causal
+mask*), because when the model predicts the next word, the future is not written yet.
+
+A layer has several **heads**, each asking its own kind of question: one may look for the subject,
+another for the previous word. Pick a layer and a head to see the four steps with the real numbers.
+"""
+
+QKV_TEXT = """\
+Each token's vector is multiplied by three learned matrices, giving its query (the question), key (the
+label) and value (the answer). Each head gets its own {K} numbers of each.
+"""
+
+STEP_CAPTIONS = (
+    "**1. Match.** The dot product q·k of each query row with each key column: how well a question "
+    "matches a label.",
+    "**2. Scale.** Divided by √K = √{K} = {sqrtK:g}, so long vectors do not make the softmax too sure of itself.",
+    "**3. Mask.** Later tokens are hidden (−∞): a word may not look ahead.",
+    "**4. Softmax.** Each row becomes shares between 0 and 1 that add up to 1: the attention pattern.",
+)
+
+WHATIF_TEXT = {
+    "knock_out_head": "Silence this head: its answers never reach the rest of the model.",
+    "remove_scaling": "Skip the division by √K in every head: the scores are K times larger before the softmax.",
+    "lift_mask": "Let every word look ahead at the words after it, too, in every head.",
+}
+
+
+def head_values(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
+    """Q, K, V (T x K each) and the four steps (T x T each) for one head, as NumPy arrays."""
+    name = f"blocks.{layer}.attn"
+    q = trace[f"{name}.q"][0, head].double().numpy()                  # (T, K)
+    k = trace[f"{name}.k"][0, head].double().numpy()                  # (T, K)
+    scores = trace[f"{name}.scores"][0, head].double().numpy()        # (T, T), already / sqrt(K)
+    T, K = q.shape
+    future = np.triu(np.ones((T, T), dtype=bool), 1)
+    return {"q": q, "k": k, "v": trace[f"{name}.v"][0, head].double().numpy(),
+            "raw": scores * math.sqrt(K), "scaled": scores,
+            "masked": np.where(future, np.nan, scores), "pattern": trace[f"{name}.pattern"][0, head].double().numpy(),
+            "future": future}
+
+
+# --- figures ------------------------------------------------------------------------------------
+
+
+def qkv_figures(v: View, trace: Trace, layer: int, head: int) -> list[go.Figure]:
+    """Three T x K heatmaps: the queries, keys and values of one head."""
+    values = head_values(trace, layer, head)
+    rows = labels(v.tokens)
+    figs = []
+    for key, what in (("q", "Q: the questions"), ("k", "K: the labels"), ("v", "V: the answers")):
+        m = values[key]
+        fig = heatmap(m, rows, [str(i) for i in range(m.shape[1])], title=what, row_title="token",
+                      col_title="dimension", value_name=key, presenter=v.presenter,
+                      height=max(260, 24 * len(rows) + 120))
+        if m.shape[1] > 8:
+            ticks = list(range(0, m.shape[1], 4))
+            fig.update_xaxes(tickvals=ticks, ticktext=[str(i) for i in ticks])
+        figs.append(fig)
+    return figs
+
+
+def _step_heatmap(v: View, z: np.ndarray, title: str, value_name: str, signed: bool = True,
+                  zmin=None, zmax=None, masked: np.ndarray | None = None, decimals: int = 1) -> go.Figure:
+    """One of the four steps: a query x key heatmap; masked cells are blank, marked −∞ and say so on hover."""
+    rows = labels(v.tokens)
+    T = len(rows)
+    fig = heatmap(z, rows, rows, title=title, row_title="query", col_title="key", value_name=value_name,
+                  signed=signed, zmin=zmin, zmax=zmax, presenter=v.presenter, height=max(300, 26 * T + 130))
+    hidden = np.zeros(z.shape, dtype=bool) if masked is None else masked
+    values = np.nan_to_num(z)
+    if T <= 10:     # few enough cells to print each number; the numbers replace the colour bar
+        shown = np.where(hidden, "−∞", np.vectorize(lambda x: f"{x:.{decimals}f}")(values))
+        fig.data[0].update(text=shown, texttemplate="%{text}", textfont=dict(size=11), showscale=False)
+    else:
+        fig.data[0].update(text=np.where(hidden, "−∞", ""), texttemplate="%{text}")
+    fig.update_xaxes(tickangle=-90)
+    if masked is not None:
+        fig.update_layout(plot_bgcolor="#CCCCCC")     # masked cells (no value) show grey, not white
+        hover = np.where(masked, "−∞ (masked: a later token)", np.vectorize(lambda x: f"{x:.4f}")(values))
+        labels_ = np.asarray(fig.data[0].customdata)
+        fig.data[0].update(customdata=np.dstack([labels_[..., 0], labels_[..., 1], hover]),
+                           hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>"
+                                         f"{value_name} %{{customdata[2]}}<extra></extra>")
+    return fig
+
+
+def step_figures(v: View, trace: Trace, layer: int, head: int) -> list[go.Figure]:
+    """The four steps of one head as heatmaps: q·k, divided by sqrt(K), masked, softmax."""
+    x = head_values(trace, layer, head)
+    K = x["q"].shape[1]
+    return [
+        _step_heatmap(v, x["raw"], "1. Raw scores q·k", "q·k"),
+        _step_heatmap(v, x["scaled"], f"2. Divided by √{K}", "score"),
+        _step_heatmap(v, x["masked"], "3. Causal mask applied", "score", masked=x["future"]),
+        _step_heatmap(v, x["pattern"], "4. Softmax: the weights", "weight", signed=False, zmin=0.0, zmax=1.0,
+                      decimals=2),
+    ]
+
+
+def pattern_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
+    """The chosen head's attention pattern, large: query rows x key columns, 0..1."""
+    pattern = trace[f"blocks.{layer}.attn.pattern"][0, head]
+    rows = labels(v.tokens)
+    T = len(rows)
+    return heatmap(pattern, rows, rows, title=f"Attention pattern of layer {layer} head {head}",
+                   row_title="query (who is looking)", col_title="key (looked at)", value_name="weight",
+                   signed=False, zmin=0.0, zmax=1.0, text=T <= 14, presenter=v.presenter,
+                   height=max(420, 34 * T + 150))
+
+
+MAX_PANELS = 48
+
+
+def grid_panels(cfg, layer: int) -> list[tuple[int, int]]:
+    """(layer, head) of every panel in the grid: all heads of all layers, or only `layer`'s heads if too many."""
+    if cfg.n_layers * cfg.n_heads <= MAX_PANELS:
+        return [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    return [(layer, h) for h in range(cfg.n_heads)]
+
+
+def all_heads_figure(v: View, trace: Trace, layer: int = 0) -> go.Figure:
+    """Small multiples: the attention pattern of every head in every layer, on one 0..1 colour scale.
+
+    The grid is laid out by hand (axis domains), as plotly's make_subplots would, but about 8x faster:
+    make_subplots plus its update calls took some 30 ms of the page's 150 ms budget.
+    """
+    cfg = v.bundle.model.cfg
+    panels = grid_panels(cfg, layer)
+    cols = min(cfg.n_heads, 8)
+    rows = math.ceil(len(panels) / cols)
+    gap_x, gap_y = 0.02, 0.12 / rows
+    width, height = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
+    names = [safe(t) for t in labels(v.tokens)]
+    T = len(names)
+    custom = np.dstack([np.repeat(np.array(names, dtype=object)[:, None], T, axis=1),
+                        np.repeat(np.array(names, dtype=object)[None, :], T, axis=0)])
+    everything = len(panels) == cfg.n_layers * cfg.n_heads
+    layout = dict(title="Every head in every layer" if everything else f"Every head in layer {layer}",
+                  annotations=[],
+                  coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1, colorbar=dict(title=dict(text="weight"))))
+    data = []
+    for n, (l, h) in enumerate(panels):
+        r, c = divmod(n, cols)
+        axis = "" if n == 0 else str(n + 1)
+        x0, top = c * (width + gap_x), 1 - r * (height + gap_y)
+        layout[f"xaxis{axis}"] = dict(domain=[max(0.0, x0), min(1.0, x0 + width)], anchor=f"y{axis}",
+                                      showticklabels=False, showgrid=False, zeroline=False)
+        layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - height), min(1.0, top)], anchor=f"x{axis}",
+                                      showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+        layout["annotations"].append(dict(text=f"layer {l} head {h}", x=x0 + width / 2, y=min(1.0, top),
+                                          xref="paper", yref="paper", showarrow=False, yanchor="bottom",
+                                          font=dict(size=16 if v.presenter else 12)))
+        data.append(go.Heatmap(
+            z=trace[f"blocks.{l}.attn.pattern"][0, h].numpy(), xaxis=f"x{axis}", yaxis=f"y{axis}",
+            coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}",
+            hovertemplate=(f"layer {l} head {h}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
+                           "<br>weight %{z:.4f}<extra></extra>")))
+    return style(go.Figure(data, layout=layout), v.presenter, 250 * rows + 70)
+
+
+LEVELS = 20          # line opacity and width come in steps of 1/LEVELS of attention weight
+
+
+def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_weight: float = 0.01) -> go.Figure:
+    """Who looks at whom: queries on the left, keys on the right, one line per weight (thicker, darker = more).
+
+    The selected query's lines are orange, the others faint blue; lines under `min_weight` are left out.
+    Lines are drawn as one trace per weight step (1/LEVELS), far faster than one shape per line; the hover
+    on each line gives its exact weight.
+    """
+    pattern = trace[f"blocks.{layer}.attn.pattern"][0, head].double().numpy()   # (T, T)
+    tokens = v.tokens
+    T = len(tokens)
+    names = [safe(t) for t in labels(tokens)]
+    groups: dict[tuple[bool, int], tuple[list, list, list]] = {}
+    for i in range(T):
+        for j in range(i + 1):
+            w = float(pattern[i, j])
+            if w < min_weight:
+                continue
+            xs, ys, hover = groups.setdefault((i == query, max(1, round(w * LEVELS))), ([], [], []))
+            xs += [0, 0.5, 1, None]
+            ys += [i, (i + j) / 2, j, None]
+            hover += [f"{names[i]} → {names[j]}: weight {w:.4f}"] * 3 + [None]
+    data = []
+    for (chosen, level), (xs, ys, hover) in sorted(groups.items()):
+        w = level / LEVELS
+        data.append(go.Scatter(x=xs, y=ys, mode="lines", opacity=w, hovertext=hover, hoverinfo="text",
+                               name=f"{'query' if chosen else 'other'} weight {w:.2f}",
+                               line=dict(color="#EE7733" if chosen else "#4477AA",
+                                         width=(2 + 10 * w) if chosen else (1 + 6 * w))))
+    row = pattern[query]
+    query_name = safe(tokens[query])
+    data.append(go.Scatter(x=[0] * T, y=list(range(T)), mode="markers+text", text=names, textposition="middle left",
+                           marker=dict(size=9, color=["#EE7733" if i == query else "#4477AA" for i in range(T)]),
+                           name="queries", customdata=[names[int(pattern[i].argmax())] for i in range(T)],
+                           hovertemplate="query %{text}<br>looks most at %{customdata}<extra></extra>"))
+    data.append(go.Scatter(x=[1] * T, y=list(range(T)), mode="markers+text", text=names, textposition="middle right",
+                           marker=dict(size=9, color="#4477AA"), name="keys", customdata=row,
+                           hovertemplate=(f"key %{{text}}<br>gets %{{customdata:.4f}} of the attention of "
+                                          f"{query} {query_name}<extra></extra>")))
+    fig = go.Figure(data, layout=dict(
+        title="Who looks at whom", showlegend=False,
+        xaxis=dict(visible=False, range=[-1.4, 2.4] if v.presenter else [-0.9, 1.9]),
+        yaxis=dict(visible=False, autorange="reversed"),
+        annotations=[dict(x=0, y=-1, text="query", showarrow=False, yanchor="bottom"),
+                     dict(x=1, y=-1, text="key", showarrow=False, yanchor="bottom")]))
+    return style(fig, v.presenter, max(320, 30 * T + 120))
+
+
+# --- cached figures: changing the query token or the what-if redraws nothing of these -----------
+
+
+def head_figures(v: View, trace: Trace, layer: int, head: int) -> dict:
+    """Q/K/V, the four steps and the large pattern of one head (cached per sentence for bundled models)."""
+    if v.name in BUNDLED:
+        return _cached_head_figures(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head,
+                                    v.presenter)
+    return _head_figures(v, trace, layer, head)
+
+
+def grid_figure(v: View, trace: Trace, layer: int) -> go.Figure:
+    """all_heads_figure, cached per sentence for bundled models (it does not depend on the head)."""
+    if v.name in BUNDLED:
+        cfg = v.bundle.model.cfg
+        shown = 0 if cfg.n_layers * cfg.n_heads <= MAX_PANELS else layer       # the grid ignores the layer then
+        return _cached_grid(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), shown, v.presenter)
+    return all_heads_figure(v, trace, layer)
+
+
+def _head_figures(v, trace: Trace, layer: int, head: int) -> dict:
+    return {"qkv": qkv_figures(v, trace, layer, head), "steps": step_figures(v, trace, layer, head),
+            "pattern": pattern_figure(v, trace, layer, head)}
+
+
+def _stand_in(name: str, tokens: tuple[str, ...], presenter: bool) -> SimpleNamespace:
+    """What the builders read from a View: the tokens, presenter mode and the model's config."""
+    return SimpleNamespace(name=name, bundle=bundled_model(name), tokens=list(tokens), presenter=presenter)
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _cached_head_figures(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
+                         presenter: bool) -> dict:
+    return _head_figures(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _cached_grid(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, presenter: bool) -> go.Figure:
+    return all_heads_figure(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer)
+
+
+# --- words --------------------------------------------------------------------------------------
+
+
+def top_keys(trace: Trace, layer: int, head: int, query: int, k: int = 3) -> list[tuple[int, float]]:
+    """(key position, weight) of the `k` keys the query attends to most, largest first."""
+    row = trace[f"blocks.{layer}.attn.pattern"][0, head, query, : query + 1]
+    top = row.topk(min(k, query + 1))
+    return [(int(i), float(w)) for i, w in zip(top.indices, top.values)]
+
+
+def _token_at(tokens: list[str], i: int) -> str:
+    """A token in quotes, with its position when the word occurs more than once."""
+    return quote(tokens[i]) + (f" (position {i})" if tokens.count(tokens[i]) > 1 else "")
+
+
+def read_row(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
+    """The query's row of the pattern in words: where its attention goes, top 3 keys with real weights."""
+    tokens = v.tokens
+    top = top_keys(trace, layer, head, query)
+    (first, w0), rest = top[0], top[1:]
+    text = f"{_token_at(tokens, query)} puts **{w0:.2f}** of its attention on {_token_at(tokens, first)}"
+    if rest:
+        text += ", then " + " and ".join(f"**{w:.2f}** on {_token_at(tokens, i)}" for i, w in rest)
+    text += "."
+    if query == 0:
+        text += " It is the first token, so it can only look at itself."
+    return text
+
+
+def math_lines(v: View, trace: Trace, layer: int, head: int, query: int, key: int, terms: int = 4) -> list[str]:
+    """The weight of one (query, key) pair worked out: dot product, scaling, softmax over the visible keys."""
+    x = head_values(trace, layer, head)
+    q, k = x["q"][query], x["k"][key]
+    K = q.shape[0]
+    products = q * k
+    dot = float(products.sum())
+    shown = " + ".join(f"({q[i]:.3f})·({k[i]:.3f})" for i in range(min(terms, K)))
+    more = f" + … ({K - terms} more terms)" if K > terms else ""
+    tokens = v.tokens
+    lines = [f"Query {_token_at(tokens, query)} (row {query}) and key {_token_at(tokens, key)} (column {key}), "
+             f"layer {layer} head {head}, K = {K}:", ""]
+    lines.append(f"1. **Match**: q·k = {shown}{more} = **{dot:.4f}** (the raw score heatmap shows "
+                 f"{x['raw'][query, key]:.4f}).")
+    score = dot / math.sqrt(K)
+    lines.append(f"2. **Scale**: {dot:.4f} / √{K} = {dot:.4f} / {math.sqrt(K):g} = **{score:.4f}** "
+                 f"(the trace's score: {x['scaled'][query, key]:.4f}).")
+    if key > query:
+        lines.append(f"3. **Mask**: {_token_at(tokens, key)} comes after {_token_at(tokens, query)}, so its score "
+                     "becomes −∞ and its weight is exactly 0.")
+        return lines
+    visible = x["scaled"][query, : query + 1]
+    total = float(np.exp(visible).sum())
+    listed = ", ".join(f"{s:.2f}" for s in visible[:8]) + (", …" if query + 1 > 8 else "")
+    lines.append(f"3. **Mask**: {_token_at(tokens, query)} may look at positions 0 to {query} "
+                 f"({query + 1} keys, scores {listed}); later keys get −∞.")
+    weight = math.exp(score) / total
+    lines.append(f"4. **Softmax**: e^{score:.4f} / (sum of e^score over the {query + 1} visible keys) = "
+                 f"{math.exp(score):.4f} / {total:.4f} = **{weight:.4f}**; the pattern holds "
+                 f"**{x['pattern'][query, key]:.4f}**.")
+    return lines
+
+
+# --- what if ------------------------------------------------------------------------------------
+
+
+def experiments(layer: int, head: int) -> list[Experiment]:
+    return [("knock_out_head", layer, head), ("remove_scaling",), ("lift_mask",)]
+
+
+def experiment_label(experiment: Experiment) -> str:
+    kind = experiment[0]
+    if kind == "knock_out_head":
+        return f"Knock out head {experiment[2]} of layer {experiment[1]}"
+    return {"remove_scaling": "Remove the √K scaling", "lift_mask": "Lift the causal mask"}[kind]
+
+
+@dataclass
+class Change:
+    before: str          # top token as it is
+    p_before: float
+    after: str           # top token with the experiment
+    p_after: float
+    largest: float       # largest change of any token's probability
+
+
+def top_change(v: View, before: Trace, after: Trace, position: int = -1) -> Change:
+    p0 = torch.softmax(before["logits"][0, position].double(), -1)
+    p1 = torch.softmax(after["logits"][0, position].double(), -1)
+    vocab = v.bundle.tokenizer.vocab
+    b, a = int(p0.argmax()), int(p1.argmax())
+    return Change(vocab[b], float(p0[b]), vocab[a], float(p1[a]), float((p1 - p0).abs().max()))
+
+
+def _with(experiment: Experiment) -> str:
+    kind = experiment[0]
+    if kind == "knock_out_head":
+        return f"With head {experiment[2]} of layer {experiment[1]} knocked out"
+    return {"remove_scaling": "Without the division by √K", "lift_mask": "With the causal mask lifted"}[kind]
+
+
+def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, position: int = -1) -> str:
+    """How the top prediction for the token after `position` changed, in words."""
+    T = len(v.tokens)
+    position %= T
+    c = top_change(v, before, after, position)
+    where = _token_at(v.tokens, position)
+    text = (f"As it is, the model's top guess for the word after {where} is {quote(c.before)} at "
+            f"**{c.p_before:.2f}**. {_with(experiment)}, ")
+    if c.before == c.after:
+        text += f"it is still {quote(c.after)}, now at **{c.p_after:.2f}**."
+    else:
+        text += f"it becomes {quote(c.after)} at **{c.p_after:.2f}**."
+    text += f" The largest change of any word's probability is **{c.largest:.2f}**."
+    if experiment[0] == "lift_mask":
+        if position == T - 1:
+            text += (" The last token already sees every token, so lifting the mask changes its prediction only "
+                     "through the earlier tokens, which now peek ahead at it.")
+        else:
+            text += (f" Now {where} can also see the {T - 1 - position} token(s) after it, including the very word "
+                     "it is meant to predict: a peek the model never had in training.")
+    if c.largest < 0.005:
+        text += (" This part barely matters for this prediction: try another head, or another query token "
+                 "whose next word the model is less sure of.")
+    return text
+
+
+def change_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The next_token_change table with readable column names (for st.dataframe)."""
+    return table.rename(columns={"before": "probability as it is", "after": "probability after the change"})

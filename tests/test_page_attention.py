@@ -1,0 +1,226 @@
+"""Step 4, attention: what a student sees when every token asks a question and earlier tokens answer."""
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
+from explorer import attention as A
+from explorer.state import DEFAULT_SENTENCE, View
+from explorer.whatif import edits_for
+from model.checkpoint import Bundle, load_bundled
+from model.config import ModelConfig
+from model.inputs import prepare_text
+from model.tokenizers import WordTokenizer
+from model.transformer import TransformerLM
+
+
+@lru_cache
+def tinytales():
+    return load_bundled("tinytales")
+
+
+@lru_cache
+def default_trace():
+    return tinytales().model.run(tinytales().tokenizer.encode(DEFAULT_SENTENCE))
+
+
+def tiny_view(text: str = "a b c a b", **overrides) -> View:
+    """A small untrained model of another configuration, to call the builders directly."""
+    torch.manual_seed(0)
+    tokenizer = WordTokenizer.from_texts(["a b c d e"])
+    settings = dict(vocab_size=tokenizer.vocab_size, d_model=12, n_heads=3, n_layers=1, d_ff=16, max_len=8)
+    model = TransformerLM(ModelConfig(**(settings | overrides))).eval()
+    prepared = prepare_text(tokenizer, text, model.cfg.max_len)
+    return View(name="tiny", bundle=Bundle(model, tokenizer), text=text, presenter=False, prepared=prepared,
+                trace=model.run(prepared.ids))
+
+
+def z_of(figure, index=0):
+    return decode(figure["data"][index]["z"])
+
+
+# --- the page, as a student sees it ------------------------------------------------------------
+
+
+def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
+    at = open_page("attention", layer=1, head=2)
+    assert not at.exception
+    tr = default_trace()
+    name = "blocks.1.attn"
+    for title, key in (("Q: the questions", "q"), ("K: the labels", "k"), ("V: the answers", "v")):
+        z = z_of(figure_titled(at, title))
+        assert z.shape == (10, 16)
+        np.testing.assert_allclose(z, tr[f"{name}.{key}"][0, 2].numpy(), rtol=1e-6)
+    scores = tr[f"{name}.scores"][0, 2].double().numpy()
+    raw = z_of(figure_titled(at, "1. Raw scores q·k"))
+    np.testing.assert_allclose(raw, tr[f"{name}.q"][0, 2].double().numpy() @ tr[f"{name}.k"][0, 2].double().numpy().T,
+                               rtol=1e-4, atol=1e-4)                               # q·k, before any scaling
+    np.testing.assert_allclose(raw, scores * 4, rtol=1e-6)
+    np.testing.assert_allclose(z_of(figure_titled(at, "2. Divided by √16")), scores, rtol=1e-6)
+    masked_fig = figure_titled(at, "3. Causal mask applied")
+    masked = z_of(masked_fig)
+    future = np.triu(np.ones((10, 10), dtype=bool), 1)
+    assert np.isnan(masked[future]).all()
+    np.testing.assert_allclose(masked[~future], scores[~future], rtol=1e-6)
+    assert masked_fig["data"][0]["text"][0][1] == "−∞" and masked_fig["data"][0]["text"][1][0] != "−∞"
+    weights = z_of(figure_titled(at, "4. Softmax: the weights"))
+    np.testing.assert_allclose(weights, tr[f"{name}.pattern"][0, 2].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(weights.sum(1), np.ones(10), rtol=1e-5)
+    text = page_text(at)
+    assert "classroom" in text and "Questions, labels and answers: layer 1, head 2" in text
+    assert "√K = √16 = 4" in text
+
+
+def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights():
+    at = open_page("attention", layer=0, head=3, token=7)
+    tr = default_trace()
+    pattern = tr["blocks.0.attn.pattern"][0, 3].numpy()
+    big = figure_titled(at, "Attention pattern of layer 0 head 3")
+    np.testing.assert_allclose(z_of(big), pattern, rtol=1e-6)
+    assert big["data"][0]["colorscale"][0][1] == "#440154"                   # Viridis, 0..1
+    assert (big["data"][0]["zmin"], big["data"][0]["zmax"]) == (0, 1)
+
+    grid = figure_titled(at, "Every head in every layer")
+    assert [t["name"] for t in grid["data"]] == [f"layer {l} head {h}" for l in range(2) for h in range(4)]
+    for t in grid["data"]:
+        l, h = int(t["name"].split()[1]), int(t["name"].split()[3])
+        np.testing.assert_allclose(decode(t["z"]), tr[f"blocks.{l}.attn.pattern"][0, h].numpy(), rtol=1e-6)
+    assert [a["text"] for a in grid["layout"]["annotations"]][:2] == ["layer 0 head 0", "layer 0 head 1"]
+
+    lines = figure_titled(at, "Who looks at whom")
+    segments = 0
+    for t in lines["data"][:-2]:                                             # the last two: token markers
+        ys = list(t["y"])
+        for n in range(0, len(ys), 4):
+            i, j = int(ys[n]), int(ys[n + 2])
+            assert j <= i                                                    # never into the future
+            w = float(pattern[i, j])
+            assert w >= 0.01
+            assert t["opacity"] == max(1, round(w * A.LEVELS)) / A.LEVELS    # darker = more, in steps of 0.05
+            assert f"weight {w:.4f}" in t["hovertext"][n]                    # the exact weight on hover
+            assert (t["line"]["color"] == "#EE7733") == (i == 7)             # the query's lines in orange
+            segments += 1
+    assert segments == int((np.tril(pattern) >= 0.01).sum())
+    np.testing.assert_allclose(decode(lines["data"][-1]["customdata"]), pattern[7], rtol=1e-6)
+
+
+def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
+    at = open_page("attention", layer=1, head=2, token=7)
+    tr = default_trace()
+    row = tr["blocks.1.attn.pattern"][0, 2, 7]
+    top = row[:8].topk(3)
+    tokens = DEFAULT_SENTENCE.split()
+    first = tokens[int(top.indices[0])]
+    text = page_text(at)
+    assert f"“it” puts **{float(top.values[0]):.2f}** of its attention on “{first}”" in text
+    assert f"**{float(top.values[1]):.2f}** on" in text and f"**{float(top.values[2]):.2f}** on" in text
+    # the math panel starts at the most attended key and matches the heatmaps
+    q, k = tr["blocks.1.attn.q"][0, 2, 7].double(), tr["blocks.1.attn.k"][0, 2, int(top.indices[0])].double()
+    dot = float(q @ k)
+    assert f"= **{dot:.4f}** (the raw score heatmap shows {dot:.4f})" in text
+    assert f"({float(q[0]):.3f})·({float(k[0]):.3f})" in text and "(12 more terms)" in text
+    assert f"{dot:.4f} / √16 = {dot:.4f} / 4 = **{dot / 4:.4f}**" in text
+    assert f"the pattern holds **{float(row[int(top.indices[0])]):.4f}**" in text
+    at.selectbox(key="attention_math_key").set_value(9).run()                 # a key after the query
+    assert "comes after “it”, so its score becomes −∞ and its weight is exactly 0" in page_text(at)
+
+
+def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
+    at = open_page("attention", layer=1, head=2, token=6)          # predicting the word after "because"
+    model, tr = tinytales().model, default_trace()
+    ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
+    vocab = tinytales().tokenizer.vocab
+    for choice, experiment in enumerate([("knock_out_head", 1, 2), ("remove_scaling",), ("lift_mask",)]):
+        at.radio(key="attention_whatif").set_value(choice).run()
+        assert not at.exception
+        changes, causal = edits_for(model.cfg, experiment)
+        after = torch.softmax(model.run(ids, edits=changes, causal=causal)["logits"][0, 6], -1)
+        before = torch.softmax(tr["logits"][0, 6], -1)
+        figure = figure_titled(at, "Next-token probabilities: before and after")
+        tokens = list(figure["data"][0]["x"])
+        np.testing.assert_allclose(decode(figure["data"][1]["y"]), [float(after[vocab.index(t)]) for t in tokens],
+                                   rtol=1e-5)
+        np.testing.assert_allclose(decode(figure["data"][0]["y"]), [float(before[vocab.index(t)]) for t in tokens],
+                                   rtol=1e-5)
+        best = vocab[int(after.argmax())]
+        text = page_text(at)
+        assert f"top guess for the word after “because” is “{vocab[int(before.argmax())]}”" in text
+        said = f"“{best}”, now at **{float(after.max()):.2f}**" if best == vocab[int(before.argmax())] \
+            else f"it becomes “{best}” at **{float(after.max()):.2f}**"
+        assert said in text
+    assert "including the very word it is meant to predict" in page_text(at)
+    assert "Lift the causal mask" in at.radio(key="attention_whatif").options[2]
+
+
+def test_changing_layer_and_head_redraws_from_the_trace():
+    at = open_page("attention")
+    at.selectbox(key="layer").set_value(1).run()
+    at.selectbox(key="head").set_value(3).run()
+    assert not at.exception
+    np.testing.assert_allclose(z_of(figure_titled(at, "Attention pattern of layer 1 head 3")),
+                               default_trace()["blocks.1.attn.pattern"][0, 3].numpy(), rtol=1e-6)
+    assert at.radio(key="attention_whatif").options[0] == "Knock out head 3 of layer 1"
+
+
+def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
+    at = open_page("attention", presenter=1)
+    assert not at.exception
+    assert "attention_math_key" not in {s.key for s in at.selectbox}
+    assert len(plotly_figures(at)) == 11
+    assert "“tired” puts" in page_text(at)
+
+
+def test_strange_sentences_one_token_full_context_and_html_tokens():
+    at = open_page("attention")
+    type_text(at, "the")
+    assert not at.exception
+    assert "It is the first token, so it can only look at itself." in page_text(at)
+    assert z_of(figure_titled(at, "Attention pattern of layer 0 head 0")).tolist() == [[1.0]]
+    type_text(at, "the cat sat " * 12)                          # 36 words: the last 32 are kept
+    assert not at.exception
+    masked = figure_titled(at, "3. Causal mask applied")
+    assert z_of(masked).shape == (32, 32)
+    assert masked["data"][0]["text"][0][1] == "−∞" and masked["data"][0]["text"][1][0] == ""   # no crowded numbers
+    type_text(at, "<b>bold</b> the cat")
+    assert not at.exception
+    lines = figure_titled(at, "Who looks at whom")
+    queries = list(lines["data"][-2]["text"])
+    assert "0 &lt;" in queries and not any("<b>" in t for t in queries)
+    assert "<b>" not in page_text(at)
+
+
+# --- the builders, on models of other configurations --------------------------------------------
+
+
+def test_builders_work_for_other_shapes_and_post_norm():
+    v = tiny_view(norm_position="post", norm="rms", pos="learned")
+    figs = A.step_figures(v, v.trace, 0, 2)
+    assert figs[1].layout.title.text == "2. Divided by √4"
+    np.testing.assert_allclose(figs[0].data[0].z, v.trace["blocks.0.attn.scores"][0, 2].numpy() * 2, rtol=1e-6)
+    grid = A.all_heads_figure(v, v.trace)
+    assert [t.name for t in grid.data] == ["layer 0 head 0", "layer 0 head 1", "layer 0 head 2"]
+    lines = A.math_lines(v, v.trace, 0, 1, 3, 1)
+    weight = float(v.trace["blocks.0.attn.pattern"][0, 1, 3, 1])
+    assert f"the pattern holds **{weight:.4f}**" in lines[-1]
+    assert lines[-1].count(f"**{weight:.4f}**") == 2                      # our softmax = the model's
+    assert "more terms" not in lines[2]                                    # K = 4: every term is shown
+
+
+def test_too_many_heads_shows_only_the_chosen_layer():
+    v = tiny_view(d_model=32, n_heads=32, n_layers=2)
+    grid = A.all_heads_figure(v, v.trace, layer=1)
+    assert grid.layout.title.text == "Every head in layer 1"
+    assert len(grid.data) == 32 and grid.data[0].name == "layer 1 head 0"
+
+
+def test_lines_leave_out_tiny_weights_and_read_row_names_repeated_words():
+    v = tiny_view(text="a b a b")
+    pattern = v.trace["blocks.0.attn.pattern"][0, 0].numpy()
+    fig = A.lines_figure(v, v.trace, 0, 0, 3, min_weight=0.3)
+    segments = sum(len(t.y) // 4 for t in fig.data[:-2])
+    assert segments == int((np.tril(pattern) >= 0.3).sum())
+    text = A.read_row(v, v.trace, 0, 0, 3)
+    assert "“b” (position 3) puts" in text
+    assert math.isclose(sum(w for _, w in A.top_keys(v.trace, 0, 0, 3, k=4)), 1.0, rel_tol=1e-5)
