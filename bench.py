@@ -5,11 +5,16 @@ alike; the ratios are what to read. Targets come from the issues:
   trace      model.run() (full trace) vs plain forward, tinytales, 32 tokens     at most 1.5x
   trainer    Trainer.step() vs a minimal PyTorch loop, same model and batch      at least 0.9x
   roses      wall time for the roses preset to reach validation loss 0.05       at most 20 s
+  pages      each walk-through page's server-side script run (AppTest), tinytales,
+             a 12-word sentence, next to an empty page in the same run          at most 150 ms
+             and moving the temperature slider on the prediction page           no model run
 """
 import os
 import platform
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -89,12 +94,94 @@ def bench_roses(target: float = 0.05) -> None:
           f"in {seconds:.1f} s (target <= 20 s)")
 
 
+PAGE_SENTENCE = "the fat cat sat on the red mat because it was tired"      # 12 words, all known
+
+
+def _pages_run_through_the_entry_point() -> None:
+    """As tests/conftest.py does: AppTest's switch_page runs streamlit_app.py (with its sidebar)."""
+    from streamlit.runtime import pages_manager
+
+    original = pages_manager.PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        pages_manager.PagesManager.uses_pages_directory = False
+
+    pages_manager.PagesManager.__init__ = init
+
+
+def bench_pages(reps: int = 10, target_ms: float = 150.0) -> None:
+    """Each page's script run through the app's entry point, as a visitor's rerun costs the server."""
+    from streamlit.testing.v1 import AppTest
+
+    from explorer.steps import STEPS
+
+    _pages_run_through_the_entry_point()
+    root = Path(__file__).resolve().parent
+    with tempfile.TemporaryDirectory() as folder:
+        empty = Path(folder) / "empty_page.py"
+        empty.write_text("import streamlit as st\n\nst.title('An empty page')\n")
+        apps = {"(empty page)": AppTest.from_file(str(empty), default_timeout=60)}
+        for step in STEPS:
+            at = AppTest.from_file(str(root / "streamlit_app.py"), default_timeout=60)
+            at.query_params["model"] = "tinytales"
+            at.query_params["text"] = PAGE_SENTENCE
+            apps[step.slug] = at
+        for slug, at in apps.items():                     # first run: load the model, fill the caches
+            at.run()
+            if slug not in ("(empty page)", "home"):
+                at.switch_page(next(s.file for s in STEPS if s.slug == slug)).run()
+        t = interleaved({slug: at.run for slug, at in apps.items()}, reps=reps, warmup=2)
+    base = t.pop("(empty page)") * 1e3
+    print(f"pages    script run per page, median of {reps}, tinytales, {len(PAGE_SENTENCE.split())} words "
+          f"(target <= {target_ms:.0f} ms); an empty page takes {base:.1f} ms in the same run")
+    for slug, seconds in t.items():
+        ms = seconds * 1e3
+        verdict = "ok" if ms <= target_ms else "OVER TARGET"
+        if apps[slug].exception:                          # a broken page is fast for the wrong reason
+            verdict = f"NOT MEASURED: the page raised {apps[slug].exception[0].message[:80]!r}"
+        print(f"pages      {slug:<13} {ms:7.1f} ms  ({ms - base:6.1f} ms above the empty page)  {verdict}")
+    bench_slider(apps["prediction"], reps)
+
+
+def bench_slider(at, reps: int) -> None:
+    """Moving the temperature slider must re-shape the cached logits, never run the model again."""
+    calls = {"run": 0, "predict": 0}
+    originals = {name: getattr(TransformerLM, name) for name in calls}
+
+    def counting(name):
+        def wrapper(self, *args, **kwargs):
+            calls[name] += 1
+            return originals[name](self, *args, **kwargs)
+        return wrapper
+
+    slider = at.slider(key="prediction_temperature")
+    times = []
+    try:
+        for name in calls:
+            setattr(TransformerLM, name, counting(name))
+        for rep in range(reps):
+            slider.set_value(0.5 if rep % 2 else 1.5)
+            start = time.perf_counter()
+            at.run()
+            times.append(time.perf_counter() - start)
+    finally:
+        for name, fn in originals.items():
+            setattr(TransformerLM, name, fn)
+    shown = at.exception[0].message if at.exception else ""
+    verdict = "ok" if not any(calls.values()) and not shown else "NOT ok"
+    print(f"pages    temperature slider on the prediction page: {reps} moves, {statistics.median(times) * 1e3:.1f} ms "
+          f"per rerun, model.run called {calls['run']}x, model.predict {calls['predict']}x "
+          f"(target: 0 model calls) {verdict}{' ' + shown if shown else ''}")
+
+
 def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     bench_roses()       # first, so it pays for the process's first optimizer creation as a visitor would
     bench_trace()
     bench_trainer()
+    bench_pages()       # last: the app sets torch to one thread, as it does on the server
 
 
 if __name__ == "__main__":

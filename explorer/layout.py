@@ -59,12 +59,12 @@ def step_nav(slug: str) -> None:
     """Previous / next step buttons, and a link that reopens exactly this view."""
     before, after = neighbours(slug)
     st.divider()
-    left, middle, right = st.columns([1, 2, 1])
+    left, right = st.columns(2)
     if before:
         left.page_link(before.file, label=f"Previous: {before.title}", icon=":material/arrow_back:")
     if after:
         right.page_link(after.file, label=f"Next: {after.title}", icon=":material/arrow_forward:")
-    with middle.popover("Copy a link to this view", icon=":material/link:"):
+    with st.popover("Copy a link to this view", icon=":material/link:"):
         st.caption("This link reopens this page with the same model, sentence, layer, head and token.")
         st.code(link_to(slug), language=None, wrap_lines=True)
 

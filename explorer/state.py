@@ -141,6 +141,10 @@ def current_view() -> View:
     _clamp("layer", cfg.n_layers, 0, "layer", notices)
     _clamp("head", cfg.n_heads, 0, "head", notices)
     n_tokens = len(view.prepared.ids) if view.prepared else 1
+    reading = (name, tuple(view.prepared.ids) if view.prepared else ())
+    if st.session_state.get("_reading") != reading and "_url_token" not in st.session_state:
+        st.session_state["token"] = n_tokens - 1      # a new sentence or model: select its last token
+    st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     st.query_params.from_dict(view_params())
     return view

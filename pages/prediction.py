@@ -1,10 +1,136 @@
-"""Placeholder until this step's page is built."""
+"""Step 7: the last scores become probabilities; temperature, top-k and top-p shape them; the model writes."""
 import streamlit as st
 
-from explorer.layout import page_header, step_nav
-from explorer.state import view
+from explorer.layout import explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.plot import safe
+from explorer.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, Continuation, Settings,
+                                 actual_next_story, continuation_table, continued_text, cumulative_figure,
+                                 explanation_text, extend, kept_summary, logit_figure, mass_kept,
+                                 probability_figure, ranking, renormalise_story, softmax_story, softmax_worked,
+                                 top_p_story, window_story)
+from explorer.state import MAX_CHARS, view
+from model.generate import STRATEGIES
 
 v = view()
 page_header("prediction", v)
-st.info("This step's page is being built.")
+vocab = v.bundle.tokenizer.vocab
+V = len(vocab)
+explanation(v, explanation_text(V))
+trace = require_trace(v, "prediction")
+logits = trace["logits"][0]                                   # (T, V), from the cached trace
+n_tokens = logits.shape[0]
+
+# --- the forecast at one position, shaped by the sliders (no model run: the logits are cached) --------
+st.subheader("The forecast for the next token")
+pick, _ = st.columns([2, 3] if v.presenter else [1, 2])
+position = token_picker(v, pick, label="Show what the model predicted after token")
+left, middle, right = st.columns(3)
+temperature = left.slider("Temperature", 0.0, 3.0, 1.0, 0.05, key="prediction_temperature",
+                          help="Below 1 the favourite gets even more likely; above 1 the long shots catch up. "
+                               "0 always takes the favourite.")
+top_k = middle.slider("Top-k", 1, V, V, key="prediction_top_k",        # another vocabulary: back to V
+                      help=f"Only the k likeliest tokens may be drawn. {V} (the whole vocabulary) cuts nothing.")
+top_p = right.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="prediction_top_p",
+                     help="Only the likeliest tokens that together cover this much of the chance may be drawn. "
+                          "1 cuts nothing.")
+settings = Settings(temperature, top_k if top_k < V else None, top_p if top_p < 1 else None)
+
+table = ranking(logits[position], vocab, settings)
+actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
+after = v.tokens[position]
+bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
+scores, chart = (st.container(), st.container()) if v.presenter else st.columns([2, 3])
+scores.plotly_chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter))
+chart.plotly_chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
+                                      f"(position {position})", actual, bars, v.presenter))
+numbers = st.columns(3)
+numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum())} of {V}")
+numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
+numbers[2].metric("Favourite", quote(table.token.iloc[0]), f"{table.final.iloc[0]:.1%} after the cut",
+                  delta_color="off", delta_arrow="off")
+st.caption(kept_summary(table))
+if actual is not None:
+    st.markdown(actual_next_story(table, actual))
+else:
+    st.caption(f"After the last token, {quote(after)}, the sentence ends: this forecast is what the model "
+               "would write next.")
+
+with math_panel():
+    if temperature == 0:
+        st.markdown("At temperature 0 there is nothing to compute: dividing by 0 is impossible, so the rule is "
+                    "simply *always take the token with the highest logit*. Here that is "
+                    f"{quote(table.token.iloc[0])} (logit {table.logit.iloc[0]:.4f}).")
+        worked = softmax_worked(logits[position], vocab, 1.0)
+        shown_t = 1.0
+    else:
+        worked = softmax_worked(logits[position], vocab, temperature)
+        shown_t = temperature
+    st.markdown(f"**Softmax at temperature {shown_t:g}**, for the {MATH_ROWS} likeliest of the {V} tokens:")
+    st.latex(r"p_i = \frac{e^{z_i / T}}{\sum_{j=1}^{V} e^{z_j / T}}"
+             + (r"\quad\text{(computed as } e^{z_i/T - m}\text{, } m = \max_j z_j/T\text{, to avoid overflow)}"
+                if worked.shift else ""))
+    st.dataframe(worked.rows, hide_index=True, column_config={
+        "token": st.column_config.TextColumn("token"),
+        "logit": st.column_config.NumberColumn(format="%.4f"),
+        "logit / T": st.column_config.NumberColumn(format="%.4f"),
+        "exp(logit / T)": st.column_config.NumberColumn(format="%.6g"),
+        "probability": st.column_config.NumberColumn(format="%.4f")})
+    st.markdown(softmax_story(worked, shown_t, V))
+    st.markdown("**How top-k and top-p cut.** "
+                + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
+                   if settings.top_k is not None else "Top-k is off. ")
+                + top_p_story(table, settings.top_p))
+    st.plotly_chart(cumulative_figure(table, settings, v.presenter))
+    st.markdown(renormalise_story(table))
+
+# --- writing with the model: an explicit action, so here the model does run --------------------------
+st.subheader("Let the model write")
+controls = st.columns([2, 1, 1, 1] if not v.presenter else [2, 1])
+strategy = controls[0].radio("Strategy", STRATEGIES, key="prediction_strategy", horizontal=True,
+                             format_func=STRATEGY_LABELS.get,
+                             help="greedy: always the favourite. sampling: roll the dice with the sliders above. "
+                                  "beam search: keep several whole continuations, return the likeliest.")
+beams, seed = 3, 0
+if not v.presenter:
+    if strategy == "beam":
+        beams = controls[1].number_input("Beams", 1, 8, 3, key="prediction_beams")
+    if strategy == "sample":
+        seed = controls[1].number_input("Seed", 0, 1_000_000, 0, key="prediction_seed",
+                                        help="The same seed draws the same tokens again.")
+
+key = (v.name, v.text, strategy)
+cont = st.session_state.get("prediction_generated")
+if not isinstance(cont, Continuation) or cont.key != key:
+    cont = Continuation(key)                                    # a new model, sentence or strategy starts over
+buttons = st.container(horizontal=True)
+one = buttons.button("Next token", key="prediction_next", icon=":material/skip_next:", disabled=cont.full)
+ten = buttons.button("Generate 10", key="prediction_ten", icon=":material/fast_forward:", disabled=cont.full)
+if buttons.button("Start over", key="prediction_reset", icon=":material/restart_alt:"):
+    cont = Continuation(key)
+if one or ten:
+    cont = extend(v.bundle.model, v.prepared.ids, cont, 1 if one else 10, strategy, settings, beams, seed)
+st.session_state["prediction_generated"] = cont
+
+if cont.tokens:
+    new_text = continued_text(v.bundle.tokenizer, v.text, cont.tokens)
+    st.markdown(f"{quote(v.text)} + **{quote(v.bundle.tokenizer.decode(cont.tokens))}**")
+    st.dataframe(continuation_table(cont, vocab), hide_index=True, height=min(400, 38 + 35 * len(cont.tokens)),
+                 column_config={"probability": st.column_config.NumberColumn(
+                     format="%.4f", help="The chance the token had when it was chosen")})
+    if cont.window_slid:
+        st.info(window_story(cont, len(v.prepared.ids), v.bundle.model.cfg.max_len), icon=":material/swap_horiz:")
+    if cont.revised:
+        st.caption("Beam search changed its mind about earlier tokens: looking one token further, another "
+                   "continuation became the likeliest overall.")
+    if cont.full:
+        st.caption(f"That is {len(cont.tokens)} new tokens, the most this page writes. Start over to write again.")
+    if len(new_text) <= MAX_CHARS:
+        st.button("Use this as the sentence", key="prediction_use", icon=":material/input:",
+                  on_click=lambda: st.session_state.update(text=new_text),
+                  help="Put the text with its new tokens into the sidebar, to follow it through every step.")
+else:
+    st.caption("Press a button to add tokens. Greedy and sampling add to the text so far; beam search plans the "
+               f"whole continuation again. Sampling uses the sliders above ({settings.describe()}). "
+               "Changing the model, the sentence or the strategy starts over.")
+
 step_nav("prediction")
