@@ -1,0 +1,276 @@
+"""Step 2, embedding: every token id picks one learned row of numbers from the embedding matrix.
+
+Plain functions of a View, a Trace or the embedding matrix that return figures, tables and text; the page
+only lays them out. The vocabulary's 2-D map (a PCA) is computed once per model (`vocab_pca`).
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from model.checkpoint import BUNDLED
+from model.tokenizers import UNK
+from model.transformer import Trace
+
+from .layout import quote
+from .plot import as_numpy, heatmap, safe, style
+from .state import View
+
+N_NEIGHBOURS = 8
+MATH_VALUES = 6                # how many numbers of a row the math panel writes out
+EXACT_PCA_LIMIT = 4_000_000    # V x D up to this: exact SVD; above it: randomized (torch.pca_lowrank)
+
+
+# --- explanations ------------------------------------------------------------------------
+
+def intro(v: View) -> str:
+    cfg = v.bundle.model.cfg
+    D, V = cfg.d_model, cfg.vocab_size
+    scale = (f"\n\nThis model also multiplies every row by √{D} = {math.sqrt(D):.3f} (`embed_scale`), as the 2017 "
+             "paper does, so the embeddings are not drowned out by the positional signal added next."
+             if cfg.embed_scale else "")
+    return f"""\
+A token id is just a number on a list; **17** is not "closer" to **18** in meaning. So the model's first
+move is to swap each id for a **vector of {D} numbers** it learned during training.
+
+Think of **coordinates on a map of meaning**. GPS places a town with 2 numbers; this model places every
+token with **{D} numbers**. Training moved the tokens around until words that are used in the same way
+ended up near each other: animals close to animals, feelings close to feelings.
+
+The coordinates live in the **embedding matrix**: one row per vocabulary entry ({V} rows) and one column per
+dimension ({D} columns). "Embedding" a token means nothing more than **reading row number *id***. Nothing is
+computed yet; it is a table lookup.{scale}
+"""
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def position_labels(v: View, limit: int = 14, mark_unknown: bool = True) -> list[str]:
+    """'0 the', '1 cat', ... (long words shortened) with '→<unk>' after unknown words: what the model read."""
+    return [f"{i} {_short(p.text, limit)}" + (f" →{UNK}" if p.unknown and mark_unknown else "")
+            for i, p in enumerate(v.prepared.pieces)]
+
+
+def scale_factor(v: View) -> float:
+    """What the model multiplies each embedding row by before it enters the stream (√D or 1)."""
+    cfg = v.bundle.model.cfg
+    return math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
+
+
+def embedding_matrix(v: View) -> torch.Tensor:
+    """The token embedding matrix, V x D (rows are token ids), as stored (before any embed_scale)."""
+    return v.bundle.model.embed.tok.weight.detach()
+
+
+# --- this sentence's rows ----------------------------------------------------------------
+
+def rows_figure(v: View, trace: Trace) -> go.Figure:
+    """embed.tok of this sentence as a heatmap: one row per token, one column per dimension."""
+    values = trace["embed.tok"][0]                                                   # (T, D)
+    D = values.shape[1]
+    fig = heatmap(values, position_labels(v), [str(d) for d in range(D)],
+                  title=f"This sentence's embeddings: {values.shape[0]} tokens x {D} numbers (embed.tok)",
+                  row_title="token", col_title="dimension", value_name="value", presenter=v.presenter)
+    step = max(1, D // 16)
+    fig.update_xaxes(tickvals=list(range(0, D, step)), ticktext=[str(d) for d in range(0, D, step)])
+    return fig
+
+
+# --- the vocabulary on a map (PCA) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pca:
+    coords: np.ndarray          # (V, 2) every token's position on the map
+    explained: np.ndarray       # (2,) share of the total variance each axis keeps
+
+
+def pca_2d(weight: torch.Tensor) -> Pca:
+    """The two directions along which the rows of `weight` spread most, and every row's position on them.
+
+    Rows are centred first; the directions are the top right-singular vectors of the centred matrix. The sign
+    of each direction is fixed (largest loading positive) so the map does not flip between runs.
+    """
+    X = weight.detach().double()
+    X = X - X.mean(0, keepdim=True)                                                  # (V, D), centred
+    k = min(2, *X.shape)
+    total = float((X ** 2).sum())
+    if X.shape[0] * X.shape[1] <= EXACT_PCA_LIMIT:
+        _, S, Vh = torch.linalg.svd(X, full_matrices=False)                          # Vh: (min(V,D), D)
+        dirs, S = Vh[:k], S[:k]
+    else:                                                                            # big vocabularies
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            _, S, V = torch.pca_lowrank(X, q=min(k + 8, *X.shape), center=False, niter=6)
+        dirs, S = V[:, :k].T, S[:k]
+    flip = torch.sign(dirs.gather(1, dirs.abs().argmax(1, keepdim=True)))            # (k, 1)
+    dirs = dirs * torch.where(flip == 0, torch.ones_like(flip), flip)
+    coords = (X @ dirs.T).numpy()                                                    # (V, k)
+    explained = (S ** 2).numpy() / total if total > 0 else np.zeros(k)
+    if k < 2:                                                                        # a 1-dimensional model
+        coords = np.hstack([coords, np.zeros((coords.shape[0], 2 - k))])
+        explained = np.concatenate([explained, np.zeros(2 - k)])
+    return Pca(coords, explained)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Drawing the vocabulary map ...")
+def _cached_pca(key: tuple, _weight: torch.Tensor) -> Pca:
+    return pca_2d(_weight)
+
+
+def vocab_pca(v: View) -> Pca:
+    """pca_2d of the model's embedding matrix, computed once per model (and per training step of a lab model)."""
+    weight = embedding_matrix(v)
+    model = v.bundle.model
+    key = (v.name,) if v.name in BUNDLED else (v.name, id(model), model.embed.tok.weight._version)
+    return _cached_pca(key, weight)
+
+
+def pca_figure(v: View, pca: Pca, label_all: bool = False) -> go.Figure:
+    """Every vocabulary token as a grey dot on the 2-D map; this sentence's tokens in red with labels."""
+    vocab = v.bundle.tokenizer.vocab
+    ids = v.prepared.ids
+    xy = pca.coords
+    hover = [safe(f"{t!r} (id {i})") for i, t in enumerate(vocab)]
+    fig = go.Figure(layout=dict(title=f"The whole vocabulary on a map ({len(vocab)} tokens, PCA)"))
+    points = go.Scattergl if len(vocab) > 2000 else go.Scatter       # WebGL keeps big vocabularies fast
+    fig.add_trace(points(
+        name="vocabulary", x=xy[:, 0], y=xy[:, 1], mode="markers+text" if label_all else "markers",
+        text=[safe(t) for t in vocab] if label_all else None, textposition="top center",
+        textfont=dict(color="#888888", size=10 if not v.presenter else 14),
+        marker=dict(color="#BBBBBB", size=7), hovertext=hover,
+        hovertemplate="%{hovertext}<br>PC 1 %{x:.4f}<br>PC 2 %{y:.4f}<extra>vocabulary</extra>"))
+    seen = list(dict.fromkeys(ids))
+    where = {i: [p for p, j in enumerate(ids) if j == i] for i in seen}
+    fig.add_trace(go.Scatter(
+        name="your sentence", x=xy[seen, 0], y=xy[seen, 1], mode="markers+text",
+        text=[safe(vocab[i]) for i in seen], textposition="top center",
+        textfont=dict(color="#CC3311", size=14 if not v.presenter else 20),
+        marker=dict(color="#CC3311", size=12, line=dict(color="white", width=1)),
+        customdata=np.array(seen),
+        hovertext=[safe(f"{vocab[i]!r} (id {i}) at position(s) {', '.join(map(str, where[i]))}") for i in seen],
+        hovertemplate="%{hovertext}<br>PC 1 %{x:.4f}<br>PC 2 %{y:.4f}<extra>your sentence</extra>"))
+    e1, e2 = pca.explained
+    fig.update_xaxes(title=f"direction 1 ({e1:.1%} of the spread)", zeroline=False)
+    fig.update_yaxes(title=f"direction 2 ({e2:.1%} of the spread)", zeroline=False)
+    fig.update_layout(legend=dict(orientation="h", y=-0.18))
+    return style(fig, v.presenter, 480)
+
+
+def pca_note(v: View, pca: Pca) -> str:
+    cfg = v.bundle.model.cfg
+    kept = float(pca.explained.sum())
+    return (f"The embedding matrix has {cfg.vocab_size} rows of {cfg.d_model} numbers; a screen has 2 dimensions. "
+            f"PCA finds the 2 directions along which the rows differ most. They keep **{kept:.1%}** of the spread "
+            f"(direction 1: {pca.explained[0]:.1%}, direction 2: {pca.explained[1]:.1%}); the rest lies in the "
+            f"other {max(cfg.d_model - 2, 0)} directions, so tokens that look close here may still differ there. "
+            "Use the cosine similarities below for the full picture.")
+
+
+# --- cosine similarity ----------------------------------------------------------------------
+
+def cosine_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    """(N, D) -> (N, N) cosine similarity of every pair of rows (0 for an all-zero row)."""
+    x = vectors.detach().double()
+    norms = x.norm(dim=-1, keepdim=True)                                             # (N, 1)
+    unit = x / torch.where(norms > 0, norms, torch.ones_like(norms))
+    return unit @ unit.T                                                             # (N, N)
+
+
+def cosine_figure(v: View, trace: Trace, show_values: bool = True) -> go.Figure:
+    """T x T cosine similarity between this sentence's token embeddings, on a fixed -1..1 scale."""
+    sims = cosine_matrix(trace["embed.tok"][0])                                      # (T, T)
+    T = sims.shape[0]
+    rows, cols = position_labels(v), position_labels(v, limit=8, mark_unknown=False)
+    return heatmap(sims, rows, cols, title="Cosine similarity between this sentence's tokens",
+                   row_title="token", col_title="token", value_name="cosine", zmin=-1.0, zmax=1.0,
+                   text=show_values and T <= 12, presenter=v.presenter, height=max(360, 30 * T + 140))
+
+
+# --- nearest neighbours ---------------------------------------------------------------------
+
+def neighbours(weight: torch.Tensor, token_id: int, k: int = N_NEIGHBOURS) -> pd.DataFrame:
+    """The k vocabulary rows most similar (cosine) to row `token_id`, itself excluded: id, cosine."""
+    W = weight.detach().double()
+    row = W[token_id]
+    norms = W.norm(dim=1) * row.norm()
+    sims = torch.where(norms > 0, (W @ row) / torch.where(norms > 0, norms, torch.ones_like(norms)),
+                       torch.zeros_like(norms))                                      # (V,)
+    sims[token_id] = -math.inf
+    top = sims.topk(min(k, W.shape[0] - 1))
+    return pd.DataFrame({"id": top.indices.tolist(), "cosine": top.values.tolist()})
+
+
+def neighbours_table(v: View, token_id: int) -> pd.DataFrame:
+    """neighbours() of a token with the token texts added."""
+    table = neighbours(embedding_matrix(v), token_id)
+    vocab = v.bundle.tokenizer.vocab
+    table.insert(1, "token", [vocab[i] for i in table["id"]])
+    return table
+
+
+def neighbours_figure(v: View, token_id: int, table: pd.DataFrame) -> go.Figure:
+    """Horizontal bars: the nearest tokens by cosine similarity, nearest on top."""
+    vocab = v.bundle.tokenizer.vocab
+    names = [safe(f"{t} (id {i})") for t, i in zip(table["token"], table["id"])]
+    fig = go.Figure(go.Bar(x=table["cosine"], y=names, orientation="h", marker_color="#4477AA",
+                           text=[f"{c:.3f}" for c in table["cosine"]], textposition="outside",
+                           customdata=table["id"], hovertemplate="%{y}<br>cosine %{x:.4f}<extra></extra>"),
+                    layout=dict(title=f"Nearest neighbours of {safe(repr(vocab[token_id]))}"))
+    low = float(table["cosine"].min()) if len(table) else 0.0
+    fig.update_xaxes(title="cosine similarity", range=[min(0.0, low - 0.25 if low < 0 else 0.0), 1.05])
+    fig.update_traces(cliponaxis=False)
+    fig.update_yaxes(autorange="reversed")
+    return style(fig, v.presenter, 90 + 34 * max(len(table), 1))
+
+
+# --- show the math ------------------------------------------------------------------------------
+
+def _vector(values, n: int = MATH_VALUES) -> str:
+    shown = ", ".join(f"{x:.4f}" for x in values[:n])
+    return f"[{shown}{', …' if len(values) > n else ''}]"
+
+
+def lookup_math(v: View, trace: Trace, position: int) -> str:
+    """Token id -> row of the embedding matrix -> its first numbers (and the √D scale, if the model has it)."""
+    cfg = v.bundle.model.cfg
+    piece = v.prepared.pieces[position]
+    token_id = v.prepared.ids[position]
+    row = as_numpy(embedding_matrix(v)[token_id])
+    used = as_numpy(trace["embed.tok"][0, position])
+    name = quote(piece.text) + (f" (read as `{UNK}`)" if piece.unknown else "")
+    lines = [f"1. Token {position} is {name} with **id {token_id}**.",
+             f"2. So the model reads **row {token_id}** of the {cfg.vocab_size} x {cfg.d_model} embedding matrix.",
+             f"3. That row's first {min(MATH_VALUES, cfg.d_model)} of {cfg.d_model} numbers: `{_vector(row)}`"]
+    if cfg.embed_scale:
+        lines.append(f"4. This model has `embed_scale`: the row is multiplied by √{cfg.d_model} = "
+                     f"{math.sqrt(cfg.d_model):.4f}, giving `{_vector(used)}`: that is embed.tok.")
+    else:
+        lines.append(f"4. This model has no `embed_scale`, so the row goes in unchanged: "
+                     f"embed.tok = `{_vector(used)}`.")
+    return "\n".join(lines)
+
+
+def cosine_math(v: View, token_id: int, other_id: int) -> str:
+    """cos(a, b) = a·b / (|a| |b|) for two vocabulary rows, written out with their real numbers."""
+    W = embedding_matrix(v).double()
+    a, b = W[token_id], W[other_id]
+    vocab = v.bundle.tokenizer.vocab
+    D = a.shape[0]
+    n = min(3, D)
+    terms = " + ".join(f"({float(a[i]):.4f} × {float(b[i]):.4f})" for i in range(n))
+    dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
+    cos = dot / (na * nb) if na and nb else 0.0
+    return (f"Cosine similarity of {quote(vocab[token_id])} (row {token_id}) and {quote(vocab[other_id])} "
+            f"(row {other_id}):\n\n"
+            f"- dot product a·b = {terms}{' + …' if D > n else ''} ({D} terms) = **{dot:.4f}**\n"
+            f"- lengths: |a| = √(a·a) = **{na:.4f}**, |b| = **{nb:.4f}**\n"
+            f"- cosine = a·b / (|a| × |b|) = {dot:.4f} / ({na:.4f} × {nb:.4f}) = **{cos:.4f}**\n\n"
+            "1 means the two rows point the same way, 0 unrelated, -1 opposite. The length does not count, "
+            "only the direction" + (" (so the √D scale changes nothing here)." if v.bundle.model.cfg.embed_scale
+                                    else "."))

@@ -1,0 +1,348 @@
+"""Step 5, the feed-forward network: expand, activate, contract, with this sentence's real numbers.
+
+Every builder is a plain function of the view and its trace (no Streamlit calls), so tests can call it.
+The trace names used here: blocks.i.mlp.in [T, D], .pre [T, F], .post [T, F], .out [T, D].
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from .layout import quote
+from .plot import as_numpy, heatmap, labels, safe, style
+from .state import View
+from .whatif import describe
+
+SLUG = "feedforward"
+MAX_NEURONS_SHOWN = 512          # wider layers are cut in the heatmap (a 1024 x 4096 grid would not draw fast)
+TOP_K = 10
+
+TEXT = """\
+After attention has let the tokens talk to each other, every token goes off **on its own** to think.
+Picture each token consulting a notebook of facts the model learned in training, privately, without
+looking at its neighbours. The same notebook is used by every token, but each token reads a different
+page, depending on what its vector says.
+
+The notebook lookup has three moves:
+
+1. **Expand.** The token's vector of *D* numbers is multiplied by a matrix **W_in**, giving *F* numbers,
+   usually four times as many. Each of those numbers is one **neuron**: it measures how strongly the
+   token matches one pattern the model learned ("is this a verb?", "did a name come before?").
+2. **Activate.** A simple bend is applied to each neuron. **ReLU** keeps positive values and turns every
+   negative one into exactly 0; **GELU** does nearly the same but lets small negative values through,
+   softly. This bend is what lets the network learn more than straight-line rules: a neuron stays
+   quiet unless its pattern is really there.
+3. **Contract.** A second matrix **W_out** turns the *F* neuron values back into *D* numbers, which are
+   added to the token's running notebook (the residual stream, next step).
+
+Because each token is processed separately, the order of the tokens does not matter here: the same
+vector always gives the same result, wherever it sits in the sentence.
+"""
+
+HEATMAP_TEXT = {
+    "relu": "ReLU never goes below 0, so every cell is 0 (dark) or positive: a neuron is either off or on.",
+    "gelu": ("GELU can be slightly negative (never below about −0.17), so blue cells are neurons gently "
+             "pushed below zero; red cells are neurons that fire."),
+}
+
+
+def _block(layer: int) -> str:
+    return f"blocks.{layer}.mlp"
+
+
+def activation_name(view: View) -> str:
+    return "ReLU" if view.bundle.model.cfg.activation == "relu" else "GELU"
+
+
+# --------------------------------------------------------------------------------------------------
+# Expand, activate, contract: the shapes
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stage:
+    name: str          # the trace name, e.g. "mlp.pre"
+    rows: int          # T
+    cols: int          # D or F
+    what: str
+
+
+def stages(view: View, layer: int) -> list[Stage]:
+    """The four values of one feed-forward pass with their real shapes (read from the trace)."""
+    trace, n = view.trace, _block(layer)
+    act = activation_name(view)
+    what = {"in": "input", "pre": "expanded", "post": f"{act} applied", "out": "contracted"}
+    return [Stage(f"mlp.{k}", *trace[f"{n}.{k}"].shape[1:], what[k]) for k in ("in", "pre", "post", "out")]
+
+
+def shapes_figure(view: View, layer: int) -> go.Figure:
+    """A row of boxes, each as tall as its width in numbers: D, then F, then F, then D again."""
+    cfg = view.bundle.model.cfg
+    parts = stages(view, layer)
+    widest = max(s.cols for s in parts)
+    arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff}", activation_name(view),
+              f"W_out<br>{cfg.d_ff} → {cfg.d_model}"]
+    shapes, notes = [], []           # collected, then added at once (one add_annotation call costs ~1 ms)
+    gap, box = 1.6, 1.0
+    for i, s in enumerate(parts):
+        x0 = i * (box + gap)
+        half = 0.5 * max(s.cols / widest, 0.12)
+        fill = "#4477AA" if s.cols == cfg.d_model else "#EE6677"
+        shapes.append(dict(type="rect", x0=x0, x1=x0 + box, y0=-half, y1=half, line=dict(color=fill, width=2),
+                           fillcolor=fill, opacity=0.35))
+        notes.append(dict(x=x0 + box / 2, y=0, text=f"<b>{s.name}</b><br>{s.rows} × {s.cols}", showarrow=False,
+                          font=dict(color="#222222")))
+        notes.append(dict(x=x0 + box / 2, y=-0.62, text=s.what, showarrow=False))
+        if i < len(arrows):
+            notes.append(dict(x=x0 + box + gap - 0.05, y=0, ax=x0 + box + 0.05, ay=0, xref="x", yref="y",
+                              axref="x", ayref="y", showarrow=True, arrowhead=2, arrowwidth=2, text=""))
+            notes.append(dict(x=x0 + box + gap / 2, y=0.17, text=arrows[i], showarrow=False))
+    # an invisible trace so hovering a box shows its exact shape
+    hover = go.Scatter(
+        x=[i * (box + gap) + box / 2 for i in range(len(parts))], y=[0] * len(parts), mode="markers",
+        marker=dict(size=40, opacity=0), customdata=[[s.name, s.rows, s.cols, s.what] for s in parts],
+        hovertemplate="%{customdata[0]}: %{customdata[1]} tokens × %{customdata[2]} numbers"
+                      "<br>%{customdata[3]}<extra></extra>", showlegend=False)
+    fig = go.Figure(hover, layout=dict(
+        title=f"Expand, activate, contract: layer {layer} with this sentence's shapes", shapes=shapes,
+        annotations=notes, plot_bgcolor="rgba(0,0,0,0)",
+        xaxis=dict(visible=False, range=[-0.4, len(parts) * (box + gap) - gap + 0.4]),
+        yaxis=dict(visible=False, range=[-0.75, 0.6])))
+    return style(fig, view.presenter, 260)
+
+
+# --------------------------------------------------------------------------------------------------
+# Neuron activations
+# --------------------------------------------------------------------------------------------------
+
+def _relu_range(post: torch.Tensor, relu: bool) -> dict:
+    """ReLU values start at exactly 0, so the colour scale does too (0 is the darkest colour)."""
+    return dict(zmin=0.0, zmax=max(float(post.max()), 1e-6)) if relu else {}
+
+
+def activations_figure(view: View, layer: int) -> go.Figure:
+    """Tokens x neurons heatmap of mlp.post (diverging for GELU, which can be negative; Viridis for ReLU)."""
+    post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
+    F = post.shape[1]
+    shown = min(F, MAX_NEURONS_SHOWN)
+    relu = view.bundle.model.cfg.activation == "relu"
+    title = f"Neuron activations (mlp.post), layer {layer}: {len(view.tokens)} tokens × {F} neurons"
+    if shown < F:
+        title += f" (first {shown} shown)"
+    fig = heatmap(post[:, :shown], labels(view.tokens), [str(j) for j in range(shown)], title=title,
+                  row_title="token", col_title="neuron", value_name="activation", signed=not relu,
+                  **_relu_range(post, relu), presenter=view.presenter, height=max(300, 24 * len(view.tokens) + 140))
+    step = max(1, shown // 16)
+    fig.update_xaxes(tickvals=list(range(0, shown, step)), ticktext=[str(j) for j in range(0, shown, step)])
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# The strongest neurons for one token
+# --------------------------------------------------------------------------------------------------
+
+def top_neurons(view: View, layer: int, token: int, k: int = TOP_K) -> pd.DataFrame:
+    """The k neurons with the largest activation for `token`, and the other tokens that also fire them.
+
+    "Also fires on" lists the other positions whose activation is positive and at least half of this
+    token's (strongest first), with their values.
+    """
+    post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
+    k = min(k, post.shape[1])
+    top = post[token].topk(k)
+    tokens = view.tokens
+    rows = []
+    for value, j in zip(top.values.tolist(), top.indices.tolist()):
+        column = post[:, j]
+        others = [(t, float(column[t])) for t in torch.argsort(column, descending=True).tolist()
+                  if t != token and float(column[t]) > 0 and float(column[t]) >= 0.5 * value]
+        rows.append({"neuron": j, "activation": value,
+                     "also fires on": [f"{t} {tokens[t]} ({a:.2f})" for t, a in others]})
+    return pd.DataFrame(rows)
+
+
+def top_neurons_figure(view: View, layer: int, token: int, table: pd.DataFrame) -> go.Figure:
+    """Bars: the token's strongest neurons with their real activations."""
+    names = [f"n{j}" for j in table["neuron"]]
+    also = ["<br>".join(safe(s) for s in a[:6]) + (" …" if len(a) > 6 else "") if a else "no other token"
+            for a in table["also fires on"]]
+    fig = go.Figure(go.Bar(
+        x=names, y=table["activation"], marker_color="#EE6677", customdata=also,
+        text=[f"{a:.2f}" for a in table["activation"]], textposition="outside",
+        hovertemplate="neuron %{x}<br>activation %{y:.4f}<br><b>also fires on</b><br>%{customdata}<extra></extra>"))
+    fig.update_layout(title=f"Strongest neurons for token {token} {safe(view.tokens[token])} (layer {layer})",
+                      xaxis_title="neuron", yaxis_title="activation (mlp.post)")
+    top = float(table["activation"].max()) if len(table) else 1.0
+    fig.update_yaxes(range=[min(0.0, float(table["activation"].min()) * 1.2), max(top, 1e-6) * 1.2])
+    return style(fig, view.presenter, 360)
+
+
+def top_neurons_everywhere_figure(view: View, layer: int, token: int, table: pd.DataFrame) -> go.Figure:
+    """The same neurons across every token of the sentence: who else makes them fire."""
+    post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
+    neurons = table["neuron"].tolist()
+    relu = view.bundle.model.cfg.activation == "relu"
+    return heatmap(post[:, neurons].T, [f"n{j}" for j in neurons], labels(view.tokens),
+                   title=f"Where else these neurons fire (layer {layer})", row_title="neuron",
+                   col_title="token", value_name="activation", signed=not relu, text=len(view.tokens) <= 12,
+                   **_relu_range(post, relu),
+                   presenter=view.presenter, height=max(300, 30 * len(neurons) + 150)).update_traces(
+                       textfont=dict(size=18 if view.presenter else 11))
+
+
+# --------------------------------------------------------------------------------------------------
+# What the activation switches off
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Zeroed:
+    count: int
+    total: int
+    rule: str          # how they were counted, in words
+
+    @property
+    def share(self) -> float:
+        return self.count / self.total if self.total else 0.0
+
+
+def zeroed(view: View, layer: int) -> Zeroed:
+    """ReLU: activations that are exactly 0 in mlp.post. GELU: mlp.pre values below 0, squashed near 0."""
+    n = _block(layer)
+    if view.bundle.model.cfg.activation == "relu":
+        post = view.trace[f"{n}.post"][0]
+        return Zeroed(int((post == 0).sum()), post.numel(), "exactly 0 after ReLU")
+    pre = view.trace[f"{n}.pre"][0]
+    return Zeroed(int((pre < 0).sum()), pre.numel(), "negative before GELU, so squashed to between −0.17 and 0")
+
+
+def histogram_bins(view: View, layer: int, bins: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(edges, counts of mlp.pre, counts of mlp.post) over the same bins."""
+    n = _block(layer)
+    pre = as_numpy(view.trace[f"{n}.pre"][0]).ravel().astype(float)
+    post = as_numpy(view.trace[f"{n}.post"][0]).ravel().astype(float)
+    low, high = min(pre.min(), post.min()), max(pre.max(), post.max())
+    if high <= low:
+        high = low + 1.0
+    edges = np.linspace(low, high, bins + 1)
+    return edges, np.histogram(pre, edges)[0], np.histogram(post, edges)[0]
+
+
+def histogram_figure(view: View, layer: int) -> go.Figure:
+    """Overlaid histograms of every value before (mlp.pre) and after (mlp.post) the activation."""
+    edges, pre, post = histogram_bins(view, layer)
+    centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
+    act = activation_name(view)
+    ranges = [[float(a), float(b)] for a, b in zip(edges[:-1], edges[1:])]
+    fig = go.Figure([
+        go.Bar(x=centres, y=pre, width=width, name=f"before {act} (mlp.pre)", marker_color="#4477AA",
+               opacity=0.6, customdata=ranges,
+               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>mlp.pre</extra>"),
+        go.Bar(x=centres, y=post, width=width, name=f"after {act} (mlp.post)", marker_color="#EE6677",
+               opacity=0.6, customdata=ranges,
+               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>mlp.post</extra>"),
+    ])
+    fig.update_layout(title=f"Neuron values before and after {act}, layer {layer}", barmode="overlay",
+                      xaxis_title="value", yaxis_title="how many (token, neuron) pairs",
+                      legend=dict(orientation="h", y=-0.25))
+    return style(fig, view.presenter, 360)
+
+
+# --------------------------------------------------------------------------------------------------
+# What if this layer had no feed-forward network?
+# --------------------------------------------------------------------------------------------------
+
+def experiment(layer: int) -> tuple:
+    return ("skip_mlp", layer)
+
+
+def percents(a: float, b: float) -> tuple[str, str]:
+    """Two probabilities as percentages with just enough decimals to tell them apart (up to 4)."""
+    for decimals in range(1, 5):
+        left, right = f"{a:.{decimals}%}", f"{b:.{decimals}%}"
+        if left != right:
+            break
+    return left, right
+
+
+def change_in_words(view: View, before, after, layer: int, position: int = -1) -> str:
+    """How the top next-token guess at `position` changed when the FFN was skipped."""
+    vocab = view.bundle.tokenizer.vocab
+    p_before = torch.softmax(before["logits"][0, position], -1)
+    p_after = torch.softmax(after["logits"][0, position], -1)
+    b, a = int(p_before.argmax()), int(p_after.argmax())
+    start = f"With the {describe(experiment(layer))}, the top guess after {quote(view.tokens[position])}"
+    if a == b:
+        old, new = percents(float(p_before[b]), float(p_after[b]))
+        if old == new:
+            return f"{start} stays {quote(vocab[b])} at {old}: this layer's FFN hardly matters for it."
+        return f"{start} stays {quote(vocab[b])}, but its probability goes from {old} to {new}."
+    old, new = percents(float(p_before[b]), float(p_after[b]))
+    return (f"{start} changes from {quote(vocab[b])} ({old}) to {quote(vocab[a])} ({float(p_after[a]):.1%}); "
+            f"{quote(vocab[b])} now gets {new}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Show the math: one neuron of one token
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NeuronMath:
+    token: int
+    neuron: int
+    inputs: list[float]        # mlp.in for the token, D values
+    weights: list[float]       # W_in.weight[j], D values
+    bias: float
+    total: float               # sum of products, before the bias
+    pre: float                 # total + bias, computed here
+    traced_pre: float          # the trace's mlp.pre value
+    post: float                # activation(pre), computed here
+    traced_post: float
+    activation: str            # "relu" or "gelu"
+
+
+def neuron_math(view: View, layer: int, token: int, neuron: int) -> NeuronMath:
+    """pre_j = sum_d in_d * W_in[j, d] + b_j and its activation, from the real weights and trace."""
+    mlp = view.bundle.model.blocks[layer].mlp
+    x = view.trace[f"{_block(layer)}.in"][0, token].double()             # (D,)
+    w = mlp.W_in.weight[neuron].detach().double()                          # (D,)
+    bias = float(mlp.W_in.bias[neuron].detach()) if mlp.W_in.bias is not None else 0.0
+    total = float((x * w).sum())
+    pre = total + bias
+    kind = view.bundle.model.cfg.activation
+    post = max(pre, 0.0) if kind == "relu" else pre * 0.5 * (1 + math.erf(pre / math.sqrt(2)))
+    return NeuronMath(token, neuron, x.tolist(), w.tolist(), bias, total, pre,
+                      float(view.trace[f"{_block(layer)}.pre"][0, token, neuron]), post,
+                      float(view.trace[f"{_block(layer)}.post"][0, token, neuron]), kind)
+
+
+def _num(x: float) -> str:
+    return f"{x:.3f}" if x >= 0 else f"({x:.3f})"
+
+
+def neuron_math_latex(m: NeuronMath, shown: int = 3) -> list[str]:
+    """The sum written with its first few real terms, then the activation; LaTeX lines (numbers only)."""
+    D, j = len(m.inputs), m.neuron
+    terms = " + ".join(f"({a:.3f} \\times {_num(b)})" for a, b in list(zip(m.inputs, m.weights))[:shown])
+    more = f" + \\dots \\;(\\text{{{D} terms}})" if D > shown else ""
+    lines = [
+        f"\\text{{pre}}_{{{j}}} = \\sum_{{d=0}}^{{{D - 1}}} \\text{{in}}_d \\, W_{{\\text{{in}}}}[{j}, d] + b_{{{j}}}",
+        f"= {terms}{more} + b_{{{j}}}",
+        f"= {m.total:.4f} + {_num(m.bias)} = {m.pre:.4f}",
+    ]
+    if m.activation == "relu":
+        lines.append(f"\\text{{post}}_{{{j}}} = \\max(0, {m.pre:.4f}) = {m.post:.4f}")
+    else:
+        erf = f"\\operatorname{{erf}}\\!\\left(\\tfrac{{{m.pre:.4f}}}{{\\sqrt 2}}\\right)"
+        lines.append(f"\\text{{post}}_{{{j}}} = \\text{{GELU}}(\\text{{pre}}_{{{j}}}), \\quad \\text{{GELU}}(x) = "
+                     f"x \\cdot \\tfrac12\\left(1 + \\operatorname{{erf}}(x / \\sqrt 2)\\right)")
+        lines.append(f"= {m.pre:.4f} \\cdot \\tfrac12\\left(1 + {erf}\\right) = {m.post:.4f}")
+    return lines
+
+
+def neuron_terms(m: NeuronMath, shown: int = 8) -> pd.DataFrame:
+    """The first few products of the sum, as a table."""
+    rows = list(zip(m.inputs, m.weights))[:shown]
+    return pd.DataFrame({"d": range(len(rows)), "in_d (mlp.in)": [a for a, _ in rows],
+                         f"W_in[{m.neuron}, d]": [b for _, b in rows], "product": [a * b for a, b in rows]})

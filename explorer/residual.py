@@ -1,0 +1,465 @@
+"""Step 6, the residual stream and normalization: a running total that every layer adds to, kept in scale.
+
+Every builder is a plain function of the view and its trace (no Streamlit calls), so tests can call it.
+Trace names used: embed.out, blocks.i.resid_pre / attn.in / attn.out / resid_mid / mlp.in / mlp.out /
+resid_post, final.norm and logits. The logit lens calls the model's own final norm and unembedding
+(read-only, under torch.no_grad) on the stream after each stage.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+import torch.nn as nn
+
+from .layout import quote
+from .plot import as_numpy, heatmap, labels, safe, style
+from .state import View
+
+SLUG = "residual"
+
+TEXT = """\
+Picture a **shared notebook** that travels with each token through the model. The embedding writes the
+first page. Then every layer reads the notebook and **adds its own notes** on top: attention adds what
+it gathered from earlier tokens, the feed-forward network adds what it looked up. Nothing is erased;
+each layer's output is simply *added* to what is already there. That running total is called the
+**residual stream**, and the model's final guess is read from the last page.
+
+Adding instead of replacing has two big benefits. A layer that has nothing useful to say can add
+almost nothing and leave the notebook as it was, and during training the learning signal can flow
+straight back through the additions to every layer.
+
+Because every layer adds more, the numbers in the stream tend to grow. **Normalization** rescales a
+vector before it is used, like converting test scores from different exams to one standard scale so
+they can be compared. **LayerNorm** subtracts the vector's average and divides by its spread, so the
+numbers end up with mean 0 and variance 1, then applies a learned gain and shift. **RMSNorm** only
+divides by the typical size (root mean square). In a **pre-norm** model (GPT-2 and most modern models)
+each sublayer reads a normalized copy while the stream itself keeps growing; in a **post-norm** model
+(the 2017 paper) the stream is normalized after each addition.
+
+The **logit lens** at the bottom asks the notebook at every stage: "if the model had to answer now,
+what would it guess?"
+"""
+
+NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm", "none": "no norm"}
+ANALOGY_TEXT = {
+    "pre": "This model is **pre-norm**: the stream itself is never normalized; each sublayer reads a "
+           "normalized copy, and one final norm is applied before the prediction.",
+    "post": "This model is **post-norm**: after each addition the whole stream is normalized, so it never "
+            "grows far.",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Stages of the stream
+# --------------------------------------------------------------------------------------------------
+
+def stream_stages(view: View, with_mid: bool = True) -> list[tuple[str, str]]:
+    """(trace name, short label) for the stream: embed.out, then resid_mid and resid_post of each block."""
+    stages = [("embed.out", "embed.out")]
+    for i in range(view.bundle.model.cfg.n_layers):
+        if with_mid:
+            stages.append((f"blocks.{i}.resid_mid", f"L{i} + attention"))
+        stages.append((f"blocks.{i}.resid_post", f"L{i} + FFN"))
+    return stages
+
+
+def stream_norms(view: View) -> np.ndarray:
+    """(T, S) L2 norm of the stream for each token at each stage of stream_stages."""
+    return np.stack([as_numpy(view.trace[name][0].norm(dim=-1)) for name, _ in stream_stages(view)], axis=1)
+
+
+def stream_norms_figure(view: View) -> go.Figure:
+    """Tokens x stages heatmap of the stream's size."""
+    stages = stream_stages(view)
+    fig = heatmap(stream_norms(view), labels(view.tokens), [label for _, label in stages],
+                  title="Size of the residual stream (L2 norm) at each stage", row_title="token",
+                  col_title="stage", value_name="L2 norm", signed=False, text=len(stages) <= 12,
+                  presenter=view.presenter, height=max(300, 26 * len(view.tokens) + 150))
+    names = np.array([name for name, _ in stages], dtype=object)
+    hover_rows = np.array([safe(t) for t in labels(view.tokens)], dtype=object)
+    custom = np.dstack([np.repeat(hover_rows[:, None], len(stages), 1), np.repeat(names[None, :], len(view.tokens), 0)])
+    fig.update_traces(customdata=custom, hovertemplate="token %{customdata[0]}<br>%{customdata[1]}"
+                                                       "<br>L2 norm %{z:.4f}<extra></extra>")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# What each sublayer adds
+# --------------------------------------------------------------------------------------------------
+
+CONTRIBUTIONS = [  # (trace name suffix, legend, colour)
+    ("resid_pre", "stream entering the layer (resid_pre)", "#BBBBBB"),
+    ("attn.out", "attention adds (attn.out)", "#4477AA"),
+    ("resid_mid", "stream after attention (resid_mid)", "#888888"),
+    ("mlp.out", "FFN adds (mlp.out)", "#EE6677"),
+]
+
+
+def contributions(view: View, layer: int) -> pd.DataFrame:
+    """Per token: L2 norms of the stream and of what attention and the FFN add to it in `layer`."""
+    table = {"token": view.tokens}
+    for suffix, _, _ in CONTRIBUTIONS:
+        table[suffix] = as_numpy(view.trace[f"blocks.{layer}.{suffix}"][0].norm(dim=-1)).astype(float)
+    return pd.DataFrame(table)
+
+
+def contributions_figure(view: View, layer: int) -> go.Figure:
+    """Grouped bars per token: the stream's size next to the size of each sublayer's addition."""
+    table = contributions(view, layer)
+    x = [safe(t) for t in labels(view.tokens)]
+    fig = go.Figure([go.Bar(name=legend, x=x, y=table[suffix], marker_color=colour,
+                            hovertemplate="%{x}<br>" + suffix + ": %{y:.4f}<extra></extra>")
+                     for suffix, legend, colour in CONTRIBUTIONS])
+    fig.update_layout(title=f"What layer {layer} adds to the stream (L2 norms)", barmode="group",
+                      xaxis_title="token", yaxis_title="L2 norm",
+                      legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
+    style(fig, view.presenter, 420)
+    return fig.update_layout(margin=dict(t=130 if view.presenter else 95))     # room for the legend above
+
+
+# --------------------------------------------------------------------------------------------------
+# Normalization: where it sits, and what it does to one token
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NormStep:
+    key: str             # "norm1", "norm2", "final"
+    label: str
+    module: nn.Module
+    x_name: str          # what goes in, in trace names
+    y_name: str          # what comes out
+    x: torch.Tensor      # (T, D)
+    y: torch.Tensor      # (T, D), from the trace
+
+
+def norm_steps(view: View, layer: int) -> list[NormStep]:
+    """The norms this model applies in block `layer` (and the final norm), with their real inputs and outputs."""
+    model, trace = view.bundle.model, view.trace
+    cfg = model.cfg
+    if cfg.norm == "none":
+        return []
+    b, block = f"blocks.{layer}", model.blocks[layer]
+    get = lambda name: trace[f"{b}.{name}"][0]                         # noqa: E731  (T, D)
+    if cfg.norm_position == "pre":
+        last = cfg.n_layers - 1
+        return [
+            NormStep("norm1", "norm1, before attention", block.norm1, f"{b}.resid_pre", f"{b}.attn.in",
+                     get("resid_pre"), get("attn.in")),
+            NormStep("norm2", "norm2, before the FFN", block.norm2, f"{b}.resid_mid", f"{b}.mlp.in",
+                     get("resid_mid"), get("mlp.in")),
+            NormStep("final", "final norm, before the prediction", model.final_norm,
+                     f"blocks.{last}.resid_post", "final.norm", trace[f"blocks.{last}.resid_post"][0],
+                     trace["final.norm"][0]),
+        ]
+    return [
+        NormStep("norm1", "norm1, after attention is added", block.norm1, f"{b}.resid_pre + {b}.attn.out",
+                 f"{b}.resid_mid", get("resid_pre") + get("attn.out"), get("resid_mid")),
+        NormStep("norm2", "norm2, after the FFN is added", block.norm2, f"{b}.resid_mid + {b}.mlp.out",
+                 f"{b}.resid_post", get("resid_mid") + get("mlp.out"), get("resid_post")),
+    ]
+
+
+def _eps(module: nn.Module) -> float:
+    eps = getattr(module, "eps", None)
+    return float(torch.finfo(torch.float32).eps if eps is None else eps)
+
+
+def _param(module: nn.Module, name: str) -> np.ndarray | None:
+    value = getattr(module, name, None)
+    return None if value is None else value.detach().double().numpy()
+
+
+@dataclass(frozen=True)
+class NormMath:
+    """One token through one norm, recomputed step by step in float64 from the real input and weights."""
+    kind: str                  # "layer" or "rms"
+    x: np.ndarray              # (D,) input
+    mean: float                # LayerNorm: mean of x (0 for RMSNorm, which does not centre)
+    var: float                 # LayerNorm: variance of x (population, as LayerNorm uses)
+    rms: float                 # RMSNorm: sqrt(mean(x^2) + eps); LayerNorm: sqrt(var + eps)
+    eps: float
+    z: np.ndarray              # (D,) normalized, before the learned gain and bias
+    gain: np.ndarray | None    # (D,) learned scale (None if the norm has none)
+    bias: np.ndarray | None    # (D,) learned shift (None if the norm has none)
+    y: np.ndarray              # (D,) z * gain + bias, computed here
+    traced: np.ndarray         # (D,) the output the trace recorded
+
+
+def norm_math(view: View, step: NormStep, token: int) -> NormMath:
+    kind = view.bundle.model.cfg.norm
+    x = as_numpy(step.x[token]).astype(np.float64)
+    eps = _eps(step.module)
+    if kind == "layer":
+        mean, var = float(x.mean()), float(x.var())
+        scale = float(np.sqrt(var + eps))
+        z = (x - mean) / scale
+    else:
+        mean, var = 0.0, float(x.var())
+        scale = float(np.sqrt((x ** 2).mean() + eps))
+        z = x / scale
+    gain, bias = _param(step.module, "weight"), _param(step.module, "bias")
+    y = z * (1.0 if gain is None else gain) + (0.0 if bias is None else bias)
+    return NormMath(kind, x, mean, var, scale, eps, z, gain, bias, y, as_numpy(step.y[token]).astype(np.float64))
+
+
+def norm_stats(m: NormMath) -> pd.DataFrame:
+    """Mean, variance, RMS and L2 norm of the input, the normalized vector and the real output."""
+    rows = [("input", m.x), ("normalized, before gain and bias", m.z), ("output, after gain and bias", m.traced)]
+    return pd.DataFrame({
+        "vector": [name for name, _ in rows],
+        "mean": [float(v.mean()) for _, v in rows],
+        "variance": [float(v.var()) for _, v in rows],
+        "RMS": [float(np.sqrt((v ** 2).mean())) for _, v in rows],
+        "L2 norm": [float(np.linalg.norm(v)) for _, v in rows],
+    })
+
+
+def norm_scatter_figure(view: View, m: NormMath, step: NormStep, token: int) -> go.Figure:
+    """Each dimension's value before (x) and after (y) normalization: the plain rescaling is a straight line."""
+    dims = np.arange(len(m.x))
+    fig = go.Figure([
+        go.Scatter(x=m.x, y=m.z, mode="markers", name="normalized, before gain and bias",
+                   marker=dict(color="#4477AA", size=7), customdata=dims,
+                   hovertemplate="dimension %{customdata}<br>input %{x:.4f}<br>normalized %{y:.4f}<extra></extra>"),
+        go.Scatter(x=m.x, y=m.traced, mode="markers", name="output, after the learned gain and bias",
+                   marker=dict(color="#EE6677", size=7, symbol="diamond"), customdata=dims,
+                   hovertemplate="dimension %{customdata}<br>input %{x:.4f}<br>output %{y:.4f}<extra></extra>"),
+    ])
+    fig.update_layout(title=f"Before and after {NORM_NAMES[m.kind]}: token {token} {safe(view.tokens[token])}, "
+                            f"{step.label}",
+                      xaxis_title=f"input value ({step.x_name})", yaxis_title="value after the norm",
+                      legend=dict(orientation="h", y=-0.25))
+    return style(fig, view.presenter, 420)
+
+
+def math_table(m: NormMath, shown: int = 6) -> pd.DataFrame:
+    """The first few dimensions worked out: input, centred, normalized, gain, bias, output, trace."""
+    d = np.arange(min(shown, len(m.x)))
+    table = {"d": d, "x_d": m.x[d]}
+    if m.kind == "layer":
+        table["x_d − mean"] = m.x[d] - m.mean
+    table["normalized z_d"] = m.z[d]
+    if m.gain is not None:
+        table["gain_d"] = m.gain[d]
+    if m.bias is not None:
+        table["bias_d"] = m.bias[d]
+    table["z_d × gain_d + bias_d" if m.bias is not None else "z_d × gain_d"] = m.y[d]
+    table["trace"] = m.traced[d]
+    return pd.DataFrame(table)
+
+
+def latex_number(x: float) -> str:
+    """A small number such as 1e-05 in LaTeX: 10^{-5} (or 1.5 \\times 10^{-6})."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    power = f"10^{{{int(exponent)}}}"
+    return power if mantissa == "1.0" else f"{mantissa} \\times {power}"
+
+
+def _p(x: float) -> str:
+    """A number for a formula, in brackets when negative: 2 - (-1.5), not 2 - -1.5."""
+    return f"({x:.4f})" if x < 0 else f"{x:.4f}"
+
+
+def math_latex(m: NormMath) -> list[str]:
+    """The norm's formulas with this token's real numbers, ending with dimension 0 (LaTeX, numbers only)."""
+    D, eps = len(m.x), latex_number(m.eps)
+    gain = 1.0 if m.gain is None else float(m.gain[0])
+    if m.kind == "layer":
+        lines = [
+            f"\\text{{mean}} = \\tfrac{{1}}{{{D}}}\\sum_d x_d = {m.mean:.4f}",
+            f"\\text{{var}} = \\tfrac{{1}}{{{D}}}\\sum_d (x_d - \\text{{mean}})^2 = {m.var:.4f}",
+            f"z_d = \\frac{{x_d - {_p(m.mean)}}}{{\\sqrt{{{m.var:.4f} + {eps}}}}} = \\frac{{x_d - {_p(m.mean)}}}"
+            f"{{{m.rms:.4f}}}",
+            f"z_0 = \\frac{{{m.x[0]:.4f} - {_p(m.mean)}}}{{{m.rms:.4f}}} = {m.z[0]:.4f}",
+        ]
+    else:
+        lines = [
+            f"\\text{{RMS}} = \\sqrt{{\\tfrac{{1}}{{{D}}}\\sum_d x_d^2 + {eps}}} = {m.rms:.4f}",
+            f"z_d = \\frac{{x_d}}{{{m.rms:.4f}}}, \\quad z_0 = \\frac{{{m.x[0]:.4f}}}{{{m.rms:.4f}}} = {m.z[0]:.4f}",
+        ]
+    if m.bias is not None:
+        lines.append(f"y_0 = z_0 \\cdot \\text{{gain}}_0 + \\text{{bias}}_0 = {m.z[0]:.4f} \\times {_p(gain)} "
+                     f"+ {_p(float(m.bias[0]))} = {m.y[0]:.4f}")
+    else:
+        lines.append(f"y_0 = z_0 \\cdot \\text{{gain}}_0 = {m.z[0]:.4f} \\times {_p(gain)} = {m.y[0]:.4f}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Box:
+    key: str           # "x", "n1", "attn", "add1", "mid", "n2", "ffn", "add2", "out"
+    label: str
+    x: float           # centre
+    y: float           # 1: on the stream itself, 0: on a side branch (a sublayer's detour)
+
+
+def block_layout(view: View) -> list[Box]:
+    """Where each part of one block sits: the stream runs along y=1, sublayers branch off below it.
+
+    In a pre-norm model the norms sit on the branches (only the sublayer's copy is normalized); in a
+    post-norm model they sit on the stream itself, right after each +.
+    """
+    cfg = view.bundle.model.cfg
+    T, D = view.trace["embed.out"].shape[1:]
+    shape = f"{T} × {D}"
+    norm = NORM_NAMES[cfg.norm]
+    stream = [Box("x", f"resid_pre<br>{shape}", 0.7, 1)]
+    if cfg.norm == "none":
+        return stream + [Box("attn", "attention", 2.6, 0), Box("add1", "+", 4.2, 1),
+                         Box("mid", f"resid_mid<br>{shape}", 5.5, 1), Box("ffn", "FFN", 7.4, 0),
+                         Box("add2", "+", 9.0, 1), Box("out", f"resid_post<br>{shape}", 10.3, 1)]
+    if cfg.norm_position == "pre":
+        return stream + [Box("n1", f"{norm}<br>norm1", 2.45, 0), Box("attn", "attention", 3.75, 0),
+                         Box("add1", "+", 5.0, 1), Box("mid", f"resid_mid<br>{shape}", 6.15, 1),
+                         Box("n2", f"{norm}<br>norm2", 7.9, 0), Box("ffn", "FFN", 9.2, 0),
+                         Box("add2", "+", 10.4, 1), Box("out", f"resid_post<br>{shape}", 11.55, 1)]
+    return stream + [Box("attn", "attention", 2.45, 0), Box("add1", "+", 3.6, 1),
+                     Box("n1", f"{norm}<br>norm1", 4.75, 1), Box("mid", f"resid_mid<br>{shape}", 6.1, 1),
+                     Box("ffn", "FFN", 7.85, 0), Box("add2", "+", 9.0, 1), Box("n2", f"{norm}<br>norm2", 10.15, 1),
+                     Box("out", f"resid_post<br>{shape}", 11.5, 1)]
+
+
+BOX_W, BOX_H, PLUS_PX = 1.2, 0.44, 26
+STREAM_BLUE, NORM_FILL, NORM_EDGE = "#4477AA", "#FFD166", "#B8860B"
+
+
+def block_figure(view: View, layer: int) -> go.Figure:
+    """One block as this model wires it: the stream along the top, sublayers as detours, norms in yellow."""
+    cfg = view.bundle.model.cfg
+    boxes = block_layout(view)
+    at = {b.key: b for b in boxes}
+    notes: list[dict] = []           # annotations (arrows and labels), collected and added at once (faster)
+    shapes: list[dict] = []
+
+    def edge(b: Box, side: int) -> float:            # x of a box's left (-1) or right (+1) edge; a + is a point
+        return b.x if b.key.startswith("add") else b.x + side * BOX_W / 2
+
+    def arrow(x0, y0, x1, y1, stream=False, into_plus=False, from_plus=False):
+        notes.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                          showarrow=True, arrowhead=2, arrowsize=1 if stream else 1.2,
+                          standoff=PLUS_PX / 2 + 1 if into_plus else 0,
+                          startstandoff=PLUS_PX / 2 if from_plus else 0,
+                          arrowwidth=4 if stream else 1.6, arrowcolor=STREAM_BLUE if stream else "#555555"))
+
+    def line(x0, y0, x1, y1):
+        shapes.append(dict(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="#555555", width=1.6)))
+
+    # the stream: every box on y=1, left to right, joined by thick blue arrows
+    on_stream = [b for b in boxes if b.y == 1]
+    for a, b in zip(on_stream, on_stream[1:]):
+        arrow(edge(a, 1), 1, edge(b, -1), 1, stream=True, into_plus=b.key.startswith("add"),
+              from_plus=a.key.startswith("add"))
+    # each sublayer: branch off the stream after the box before it, run along y=0, come back up into its +
+    for plus, source in (("add1", "x"), ("add2", "mid")):
+        branch = [b for b in boxes if b.y == 0 and at[source].x < b.x < at[plus].x]
+        start = edge(at[source], 1) + 0.25
+        shapes.append(dict(type="circle", x0=start - 0.05, x1=start + 0.05, y0=0.95, y1=1.05, fillcolor="#555555",
+                           line=dict(width=0)))
+        line(start, 1, start, 0)
+        arrow(start, 0, edge(branch[0], -1), 0)
+        for a, b in zip(branch, branch[1:]):
+            arrow(edge(a, 1), 0, edge(b, -1), 0)
+        line(edge(branch[-1], 1), 0, at[plus].x, 0)
+        arrow(at[plus].x, 0, at[plus].x, 1, into_plus=True)
+    others = [b for b in boxes if not b.key.startswith("add")]       # the + are round markers, drawn below
+    for b in others:
+        is_norm = b.key in ("n1", "n2")
+        shapes.append(dict(type="rect", x0=b.x - BOX_W / 2, x1=b.x + BOX_W / 2, y0=b.y - BOX_H / 2,
+                           y1=b.y + BOX_H / 2, fillcolor=NORM_FILL if is_norm else "#E8EEF7",
+                           line=dict(color=NORM_EDGE if is_norm else STREAM_BLUE, width=3 if is_norm else 1.5)))
+        notes.append(dict(x=b.x, y=b.y, text=f"<b>{b.label}</b>" if is_norm else b.label, showarrow=False,
+                          font=dict(color="#222222", size=15 if view.presenter else 13)))
+    notes.append(dict(x=0.1, y=1.45, text="the residual stream", showarrow=False, xanchor="left",
+                      font=dict(color=STREAM_BLUE)))
+    notes.append(dict(x=0.1, y=-0.42, text="sublayers read a copy and add their result back at the +",
+                      showarrow=False, xanchor="left", font=dict(color="#555555")))
+    pluses = [b for b in boxes if b.key.startswith("add")]
+    data = [
+        go.Scatter(x=[b.x for b in pluses], y=[1] * len(pluses), mode="markers+text", text=["+"] * len(pluses),
+                   textfont=dict(size=22 if view.presenter else 17, color="#222222"), showlegend=False,
+                   marker=dict(size=PLUS_PX, color="white", line=dict(color="#555555", width=2)),
+                   hovertemplate="+ : the sublayer's result is added to the stream<extra></extra>"),
+        # invisible markers so hovering a box says what it is
+        go.Scatter(x=[b.x for b in others], y=[b.y for b in others], mode="markers", showlegend=False,
+                   marker=dict(size=30, opacity=0), customdata=[b.label.replace("<br>", ": ") for b in others],
+                   hovertemplate="%{customdata}<extra></extra>"),
+    ]
+    where = "no normalization" if cfg.norm == "none" else f"{cfg.norm_position}-norm, {NORM_NAMES[cfg.norm]}"
+    right = max(b.x for b in boxes) + BOX_W / 2 + 0.1
+    fig = go.Figure(data, layout=dict(
+        title=f"How block {layer} of this model is wired: {where}", plot_bgcolor="rgba(0,0,0,0)",
+        hovermode="closest", annotations=notes, shapes=shapes,
+        xaxis=dict(visible=False, range=[0, right]), yaxis=dict(visible=False, range=[-0.6, 1.6])))
+    return style(fig, view.presenter, 300)
+
+
+def diagram_caption(view: View) -> str:
+    cfg = view.bundle.model.cfg
+    if cfg.norm == "none":
+        return "This model has no normalization: the stream is only ever added to."
+    text = ANALOGY_TEXT[cfg.norm_position]
+    if cfg.norm_position == "pre":
+        text += (f" After the last block, a final {NORM_NAMES[cfg.norm]} (final.norm) prepares the stream for the "
+                 "unembedding.")
+    return text + (" Yellow boxes are the norms. The thick blue line is the stream itself: each sublayer reads a "
+                   "copy of it and adds its result back at the +.")
+
+
+# --------------------------------------------------------------------------------------------------
+# The logit lens
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Lens:
+    stages: list[tuple[str, str]]    # (trace name, label)
+    top_ids: np.ndarray              # (S, T) top token id read at each stage and position
+    top_probs: np.ndarray            # (S, T) its probability
+
+
+@torch.no_grad()
+def logit_lens(view: View, with_mid: bool = True) -> Lens:
+    """The top guess read from the stream at every stage, through the model's own final norm and unembedding."""
+    model, stages = view.bundle.model, stream_stages(view, with_mid)
+    resid = torch.stack([view.trace[name][0] for name, _ in stages])        # (S, T, D)
+    probs = torch.softmax(model.unembed(model.final_norm(resid)), -1)        # (S, T, V)
+    top = probs.max(-1)
+    return Lens(stages, as_numpy(top.indices), as_numpy(top.values).astype(float))
+
+
+def lens_figure(view: View, lens: Lens) -> go.Figure:
+    """Positions x stages (like the stream's size above): each cell is the top guess for the next token."""
+    vocab = view.bundle.tokenizer.vocab
+    words = np.array([[vocab[i] for i in row] for row in lens.top_ids.T], dtype=object)       # (T, S)
+    T, S = words.shape
+    fig = heatmap(lens.top_probs.T, labels(view.tokens), [label for _, label in lens.stages],
+                  title="Logit lens: the top next-token guess read from the stream after each stage",
+                  row_title="reading position", col_title="stage", value_name="probability", signed=False,
+                  zmin=0.0, zmax=1.0, presenter=view.presenter, height=max(300, 28 * T + 150))
+    short = [[safe(w if len(w) <= 12 else w[:11] + "…") for w in row] for row in words]
+    custom = np.dstack([np.repeat(np.array([safe(t) for t in labels(view.tokens)], dtype=object)[:, None], S, 1),
+                        np.repeat(np.array([safe(n) for n, _ in lens.stages], dtype=object)[None, :], T, 0),
+                        np.vectorize(safe, otypes=[object])(words)])
+    fig.update_traces(text=short, texttemplate="%{text}", customdata=custom,
+                      textfont=dict(size=18 if view.presenter else 13),
+                      hovertemplate="reading position %{customdata[0]}<br>after %{customdata[1]}"
+                                    "<br>top guess for the next token: %{customdata[2]}"
+                                    "<br>probability %{z:.4f}<extra></extra>")
+    return fig
+
+
+def lens_in_words(view: View, lens: Lens, position: int = -1) -> str:
+    """At which stage the final guess at `position` first becomes the top guess."""
+    vocab = view.bundle.tokenizer.vocab
+    column = lens.top_ids[:, position]
+    final = int(column[-1])
+    first = len(column) - 1
+    while first > 0 and column[first - 1] == final:
+        first -= 1
+    where = lens.stages[first][1]
+    start = (f"After {quote(view.tokens[position])}, the model's final guess is {quote(vocab[final])} "
+             f"({lens.top_probs[-1, position]:.1%}).")
+    if first == len(column) - 1:
+        return f"{start} Reading the stream early, it only becomes the top guess at the last stage, **{where}**."
+    return f"{start} Reading the stream early, it is already the top guess from stage **{where}** on."

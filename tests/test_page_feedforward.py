@@ -1,0 +1,215 @@
+"""Step 5, feed-forward: what a student sees, checked against the model's own trace and weights."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import decode, figure_titled, open_page, page_text, type_text
+from explorer import feedforward as ff
+from explorer.state import DEFAULT_SENTENCE, View
+from explorer.whatif import edits_for
+from model.checkpoint import Bundle, load_bundled
+from model.config import ModelConfig
+from model.inputs import prepare_text
+from model.transformer import TransformerLM
+
+
+def make_view(bundle: Bundle, text: str = DEFAULT_SENTENCE, presenter: bool = False) -> View:
+    prepared = prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len)
+    return View(name="test", bundle=bundle, text=text, presenter=presenter, prepared=prepared,
+                trace=bundle.model.run(prepared.ids))
+
+
+@pytest.fixture(scope="module")
+def tinytales():
+    return load_bundled("tinytales")
+
+
+@pytest.fixture(scope="module")
+def roses():
+    return load_bundled("roses")
+
+
+def tiny_relu_bundle(d_ff: int = 64, **changes) -> Bundle:
+    """A random model of another configuration, reading the roses tokenizer."""
+    torch.manual_seed(0)
+    tokenizer = load_bundled("roses").tokenizer
+    cfg = ModelConfig(vocab_size=len(tokenizer.vocab), d_model=16, n_heads=2, n_layers=3, d_ff=d_ff, max_len=16,
+                      activation="relu", **changes)
+    model = TransformerLM(cfg)
+    with torch.no_grad():                     # larger weights than the initialisation, so ReLU has work to do
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    return Bundle(model=model.eval(), tokenizer=tokenizer)
+
+
+# ---------------------------------------------------------------- the page, through the app
+
+def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatmap():
+    at = open_page("feedforward", layer=1)
+    assert not at.exception
+    text = page_text(at)
+    assert "notebook" in text and "privately" in text
+    trace = load_bundled("tinytales").model.run(load_bundled("tinytales").tokenizer.encode(DEFAULT_SENTENCE))
+    shapes = figure_titled(at, "Expand, activate, contract: layer 1")
+    notes = " ".join(a["text"] for a in shapes["layout"]["annotations"])
+    for name, shape in [("mlp.in", "10 × 64"), ("mlp.pre", "10 × 256"), ("mlp.post", "10 × 256"),
+                        ("mlp.out", "10 × 64")]:
+        assert f"<b>{name}</b><br>{shape}" in notes
+    assert "W_in<br>64 → 256" in notes and "GELU" in notes and "W_out<br>256 → 64" in notes
+
+    heat = figure_titled(at, "Neuron activations (mlp.post), layer 1")
+    z = decode(heat["data"][0]["z"])
+    np.testing.assert_allclose(z, trace["blocks.1.mlp.post"][0].numpy(), rtol=1e-6, atol=1e-6)
+    assert heat["data"][0]["zmid"] == 0                  # GELU can be negative: a diverging scale
+    assert "slightly negative" in text
+
+
+def test_strongest_neurons_for_the_chosen_token_are_the_real_top_ten():
+    at = open_page("feedforward", layer=0, token=1)
+    assert not at.exception
+    bundle = load_bundled("tinytales")
+    post = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))["blocks.0.mlp.post"][0]
+    top = post[1].topk(10)
+    bars = figure_titled(at, "Strongest neurons for token 1 cat")["data"][0]
+    assert list(bars["x"]) == [f"n{j}" for j in top.indices.tolist()]
+    np.testing.assert_allclose(decode(bars["y"]), top.values.numpy(), rtol=1e-6)
+    everywhere = figure_titled(at, "Where else these neurons fire")["data"][0]
+    np.testing.assert_allclose(decode(everywhere["z"]), post[:, top.indices].T.numpy(), rtol=1e-6)
+    # the hover names the other tokens that fire the top neuron at least half as strongly
+    j, value = int(top.indices[0]), float(top.values[0])
+    others = [t for t in range(post.shape[0]) if t != 1 and post[t, j] > 0 and post[t, j] >= 0.5 * value]
+    for t in others:
+        assert f"{t} {DEFAULT_SENTENCE.split()[t]} (" in bars["customdata"][0]
+    if not others:
+        assert bars["customdata"][0] == "no other token"
+
+
+def test_the_share_switched_off_and_the_histogram_are_counted_from_the_trace():
+    at = open_page("feedforward", layer=0)
+    bundle = load_bundled("tinytales")
+    trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
+    pre, post = trace["blocks.0.mlp.pre"][0], trace["blocks.0.mlp.post"][0]
+    negative = int((pre < 0).sum())
+    assert f"{negative:,} of 2,560" in page_text(at)
+    assert at.metric[0].value == f"{negative / 2560:.1%}"
+    hist = figure_titled(at, "Neuron values before and after GELU")["data"]
+    before, after = decode(hist[0]["y"]), decode(hist[1]["y"])
+    assert before.sum() == after.sum() == 2560
+    edges = np.array([c[0] for c in hist[0]["customdata"]] + [hist[0]["customdata"][-1][1]])
+    np.testing.assert_array_equal(before, np.histogram(pre.numpy().ravel(), edges)[0])
+    np.testing.assert_array_equal(after, np.histogram(post.numpy().ravel(), edges)[0])
+
+
+def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
+    at = open_page("feedforward", layer=1, token=3)
+    assert not at.exception
+    bundle = load_bundled("tinytales")
+    ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
+    changes, _ = edits_for(bundle.model.cfg, ("skip_mlp", 1))
+    before = torch.softmax(bundle.model.run(ids)["logits"][0, 3], -1)
+    after = torch.softmax(bundle.model.run(ids, edits=changes)["logits"][0, 3], -1)
+    bars = figure_titled(at, "Next-token probabilities: before and after")["data"]
+    vocab = bundle.tokenizer.vocab
+    for token, p_before, p_after in zip(bars[0]["x"], decode(bars[0]["y"]), decode(bars[1]["y"])):
+        assert p_before == pytest.approx(float(before[vocab.index(token)]), abs=1e-6)
+        assert p_after == pytest.approx(float(after[vocab.index(token)]), abs=1e-6)
+    text = page_text(at)
+    assert "With the feed-forward of layer 1 skipped, the top guess after “on”" in text
+    best_after = vocab[int(after.argmax())]
+    assert f"“{best_after}”" in text
+
+
+def test_show_the_math_writes_out_the_strongest_neuron_with_real_numbers():
+    at = open_page("feedforward", layer=0, token=9)
+    bundle = load_bundled("tinytales")
+    trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
+    j = int(trace["blocks.0.mlp.post"][0, 9].argmax())
+    x, w = trace["blocks.0.mlp.in"][0, 9], bundle.model.blocks[0].mlp.W_in.weight[j].detach()
+    latex = "\n".join(str(e.value) for e in at.latex)
+    assert f"\\text{{pre}}_{{{j}}}" in latex
+    w0 = f"{float(w[0]):.3f}" if w[0] >= 0 else f"({float(w[0]):.3f})"
+    assert f"({float(x[0]):.3f} \\times {w0})" in latex
+    assert f"= {float(trace['blocks.0.mlp.pre'][0, 9, j]):.4f}" in latex
+    assert f"= {float(trace['blocks.0.mlp.post'][0, 9, j]):.4f}" in latex
+    assert "GELU" in latex
+
+
+def test_relu_model_counts_exact_zeros_and_uses_a_non_negative_scale():
+    at = open_page("feedforward", model="roses", text="roses are red violets are")
+    assert not at.exception
+    bundle = load_bundled("roses")
+    post = bundle.model.run(bundle.tokenizer.encode("roses are red violets are"))["blocks.0.mlp.post"][0]
+    zeros = int((post == 0).sum())
+    text = page_text(at)
+    assert f"{zeros:,} of {post.numel():,}" in text and "exactly 0 after ReLU" in text
+    heat = figure_titled(at, "Neuron activations")["data"][0]
+    assert "zmid" not in heat and decode(heat["z"]).min() >= 0 and heat["zmin"] == 0   # ReLU: 0 is the bottom
+    assert "max(0," in "\n".join(str(e.value) for e in at.latex)
+
+
+def test_strange_tokens_stay_text_and_the_page_works_at_the_context_limit():
+    at = open_page("feedforward")
+    type_text(at, "<b>x</b> the cat 🐈")
+    assert not at.exception
+    ticks = figure_titled(at, "Where else these neurons fire")["layout"]["xaxis"]["ticktext"]
+    assert ticks[:3] == ["0 &lt;", "1 b", "2 &gt;"] and ticks[-1] == "10 🐈"
+    at.selectbox(key="token").set_value(1).run()
+    title = figure_titled(at, "Strongest neurons")["layout"]["title"]["text"]
+    assert title == "Strongest neurons for token 1 b (layer 0)"
+    at.selectbox(key="token").set_value(0).run()
+    assert figure_titled(at, "Strongest neurons")["layout"]["title"]["text"].endswith("token 0 &lt; (layer 0)")
+    type_text(at, ("the dog saw a cat . " * 400)[:2000])
+    assert not at.exception
+    heat = figure_titled(at, "Neuron activations")
+    assert decode(heat["data"][0]["z"]).shape == (32, 256)
+    assert "32 tokens × 256 neurons" in page_text(at)
+    type_text(at, "")
+    assert "Type a sentence first" in page_text(at) and not at.exception
+
+
+# ---------------------------------------------------------------- the builders, directly
+
+def test_builders_agree_with_the_trace_for_a_relu_model_of_another_shape():
+    view = make_view(tiny_relu_bundle(norm="rms", norm_position="post", pos="learned"), "roses are red and blue")
+    for layer in range(3):
+        post = view.trace[f"blocks.{layer}.mlp.post"][0]
+        off = ff.zeroed(view, layer)
+        assert off.count == int((post == 0).sum()) and off.total == 5 * 64
+        table = ff.top_neurons(view, layer, 2, k=10)
+        assert table["activation"].tolist() == pytest.approx(post[2].topk(10).values.tolist())
+        j = int(table["neuron"][0])
+        m = ff.neuron_math(view, layer, 2, j)
+        assert m.pre == pytest.approx(m.traced_pre, abs=1e-4) and m.post == pytest.approx(m.traced_post, abs=1e-4)
+        assert m.total == pytest.approx(sum(a * b for a, b in zip(m.inputs, m.weights)))
+        assert [s.cols for s in ff.stages(view, layer)] == [16, 64, 64, 16]
+
+
+def test_gelu_math_matches_torch_and_wide_layers_are_cut_in_the_heatmap():
+    view = make_view(_gelu_wide_bundle(), "roses are red")
+    m = ff.neuron_math(view, 0, 1, 7)
+    assert m.post == pytest.approx(float(torch.nn.functional.gelu(torch.tensor(m.pre))), abs=1e-6)
+    assert m.post == pytest.approx(m.traced_post, abs=1e-4)
+    fig = ff.activations_figure(view, 0)
+    assert fig.data[0].z.shape == (3, ff.MAX_NEURONS_SHOWN)
+    assert "first 512 shown" in fig.layout.title.text
+    assert ff.zeroed(view, 0).count == int((view.trace["blocks.0.mlp.pre"][0] < 0).sum())
+
+
+def _gelu_wide_bundle() -> Bundle:
+    torch.manual_seed(1)
+    tokenizer = load_bundled("roses").tokenizer
+    cfg = ModelConfig(vocab_size=len(tokenizer.vocab), d_model=8, n_heads=1, n_layers=1, d_ff=1024, max_len=8,
+                      activation="gelu", norm="none")
+    return Bundle(model=TransformerLM(cfg).eval(), tokenizer=tokenizer)
+
+
+def test_percentages_show_enough_decimals_to_differ(tinytales):
+    assert ff.percents(0.99996, 0.99971) == ("100.00%", "99.97%")
+    assert ff.percents(0.123456, 0.123459) == ("12.3456%", "12.3459%")
+    assert ff.percents(0.5, 0.25) == ("50.0%", "25.0%")
+    view = make_view(tinytales)
+    same = ff.change_in_words(view, view.trace, view.trace, 0)
+    assert "hardly matters" in same
+    assert math.isfinite(ff.neuron_math(view, 1, 0, 0).pre)
