@@ -19,7 +19,9 @@ class Prepared:
             notes.append(f"The text was {self.dropped + len(self.ids)} tokens long, more than the model's context "
                          f"of {len(self.ids)}: only the last {len(self.ids)} tokens are used.")
         if self.unknown:
-            notes.append(f"{self.unknown} word(s) are not in the model's vocabulary; the model reads each as <unk>.")
+            words = "1 word is" if self.unknown == 1 else f"{self.unknown} words are"
+            notes.append(f"{words} not in the model's vocabulary; the model reads "
+                         f"{'it' if self.unknown == 1 else 'each'} as <unk>.")
         return notes
 
 

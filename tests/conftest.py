@@ -82,3 +82,74 @@ def page_text(at: AppTest) -> str:
     for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "header", "subheader"):
         parts += [str(element.value) for element in getattr(at, kind)]
     return "\n".join(parts)
+
+
+# --- a real server and browser (test_browser*.py, test_load.py) -------------------------------------
+
+def _in_ci() -> bool:
+    import os
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def live_server():
+    """`streamlit run streamlit_app.py` on a free local port for the whole test session: (url, process)."""
+    from browser_support import serve
+    with serve() as (base, server):
+        yield base, server
+
+
+@pytest.fixture(scope="session")
+def app_url(live_server):
+    return live_server[0]
+
+
+@pytest.fixture(scope="session")
+def playwright_driver():
+    """Playwright itself; under CI (CI=true) a missing Chromium or Playwright fails, elsewhere it skips."""
+    import os
+    from browser_support import CHROMIUM
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    missing = [what for what, ok in (("Playwright", sync_playwright is not None),
+                                     (CHROMIUM, os.path.exists(CHROMIUM))) if not ok]
+    if missing:
+        message = f"{' and '.join(missing)} not installed (apt-get install chromium; pip install playwright)"
+        if _in_ci():
+            pytest.fail("the browser tests must run in CI: " + message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="session")
+def chromium(playwright_driver):
+    from browser_support import launch
+    browser = launch(playwright_driver)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="session")
+def browser_context(chromium):
+    """One browser profile for the session, so the app's scripts are downloaded once and cached."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000})
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def tab(browser_context, app_url):
+    """A fresh tab (a new Streamlit session) that records any JavaScript dialog it is shown."""
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    page.dialogs = []
+
+    def on_dialog(dialog):
+        page.dialogs.append(dialog.message)
+        dialog.dismiss()
+    page.on("dialog", on_dialog)
+    yield page
+    page.close()

@@ -24,7 +24,7 @@ def test_long_text_keeps_the_last_tokens_and_says_so():
 def test_unknown_words_and_emoji_are_counted_and_marked():
     prepared = prepare_text(TALES, "the 🐈 sat on the sofa", 32)
     assert [p.unknown for p in prepared.pieces] == [False, True, False, False, False, True]
-    assert prepared.unknown == 2 and "2 word(s)" in prepared.notices[0]
+    assert prepared.unknown == 2 and "2 words are not in" in prepared.notices[0]
     assert prepared.pieces[1].text == "🐈"
 
 

@@ -1,0 +1,64 @@
+"""The training lab in a real browser, and deep links into a server that has just started."""
+from playwright.sync_api import expect
+
+from browser_support import open_view, serve
+
+LOSS = """() => { const plot = [...document.querySelectorAll('.js-plotly-plot')]
+                    .find(p => p.querySelector('.gtitle') && p.querySelector('.gtitle').textContent === 'Loss');
+                  return plot && plot.data ? Array.from(plot.data[0].y) : null; }"""
+
+
+def progress(page) -> str:
+    return page.locator("[data-testid='stProgress']").inner_text()
+
+
+def pick(page, label: str, option: str) -> None:
+    """Choose `option` in the selectbox labelled `label`."""
+    page.locator(f"[data-testid='stSelectbox']:has(input[aria-label='{label}'])").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    page.wait_for_timeout(300)
+    page.wait_for_selector("[data-test-script-state='notRunning']")
+
+
+def test_train_the_roses_poem_watch_the_loss_fall_pause_and_explore_it(tab, app_url):
+    open_view(tab, app_url, "training")
+    tab.get_by_role("button", name="Start", exact=True).click()
+    expect(tab.locator("[data-testid='stProgress']")).to_contain_text("done", timeout=60_000)
+    tab.wait_for_selector("[data-test-script-state='notRunning']")
+    tab.wait_for_function(LOSS)
+    losses = tab.evaluate(LOSS)
+    assert losses and len(losses) > 5 and losses[-1] < 0.2 * losses[0], losses
+    assert tab.locator("[data-testid='stException']").count() == 0
+
+    # a second run in slow motion, paused while it is still learning
+    tab.get_by_text("Slow motion").click()
+    tab.get_by_role("button", name="Reset", exact=True).click()
+    tab.wait_for_selector("[data-test-script-state='notRunning']")
+    tab.get_by_role("button", name="Start", exact=True).click()
+    expect(tab.locator("[data-testid='stProgress']")).to_contain_text("running", timeout=20_000)
+    tab.get_by_role("button", name="Pause", exact=True).click()
+    expect(tab.locator("[data-testid='stProgress']")).to_contain_text("paused", timeout=20_000)
+    steps = progress(tab)
+    tab.wait_for_timeout(1500)
+    assert progress(tab) == steps                 # paused means no more steps
+
+    # the first run's model is in the picker: explore it on the attention page
+    tab.locator("[data-testid='stSidebarNav'] a", has_text="4. Attention").click()
+    tab.wait_for_selector("[data-test-script-state='notRunning']")
+    pick(tab, "Model", "lab: run 1")
+    expect(tab.locator("h1").first).to_contain_text("Attention")
+    assert tab.locator("[data-testid='stSidebar'] input[aria-label='Model']").input_value() == "lab: run 1"
+    tab.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    assert tab.locator("[data-testid='stException']").count() == 0
+
+
+def test_a_deep_link_works_on_a_server_that_just_started(chromium):
+    """The first visitor of a fresh server arrives by a copied link, not at the home page."""
+    with serve() as (base, _):
+        page = chromium.new_page()
+        open_view(page, base, "attention", model="roses", text="roses are red", layer=1, head=0)
+        assert page.locator("[data-testid='stException']").count() == 0
+        expect(page.locator("h1").first).to_contain_text("Attention")
+        assert page.locator("[data-testid='stSidebar'] input[aria-label='Model']").input_value() == "roses"
+        assert page.locator("[data-testid='stSidebarNav']").count() == 1     # our navigation, not a fallback
+        page.close()
