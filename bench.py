@@ -8,12 +8,19 @@ alike; the ratios are what to read. Targets come from the issues:
   pages      each walk-through page's server-side script run (AppTest), tinytales,
              a 12-word sentence, next to an empty page in the same run          at most 150 ms
              and moving the temperature slider on the prediction page           no model run
+  lab        the training lab's ticks vs a plain PyTorch loop, same model       at least 0.8x
+             roses with the lab's default settings to validation loss 0.05     at most 30 s
+  server     a real server and Chromium: cold start; memory after the first visitor and per further
+             visitor (idle, exploring, training); p95 time from typing a sentence to the charts
+             updated with 10 sessions active and 2 training                     1.5 GB, p95 < 1 s
 """
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -175,13 +182,123 @@ def bench_slider(at, reps: int) -> None:
           f"(target: 0 model calls) {verdict}{' ' + shown if shown else ''}")
 
 
+def bench_lab() -> None:
+    """The lab's ticks against a plain PyTorch loop on the same model; roses to loss 0.05 with the defaults."""
+    from explorer.training import LabSetup, TICK_SECONDS, new_run
+    torch.set_num_threads(1)                        # as the app runs
+    setup = LabSetup()
+    long = replace(setup, train=replace(setup.train, steps=100_000))   # a budget the bench cannot finish
+    run = new_run(long, "bench")
+    cfg, recipe = run.model.cfg, setup.train
+    torch.manual_seed(0)
+    plain_model = TransformerLM(cfg).train()
+    optimizer = torch.optim.AdamW(plain_model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    rng = torch.Generator().manual_seed(0)
+    train_ids = run.trainer.train_ids
+
+    def plain_tick():                                # the same wall time as one lab tick, counted in steps
+        start, steps = time.perf_counter(), 0
+        while time.perf_counter() - start < TICK_SECONDS:
+            x, y = make_batch(train_ids, recipe.batch_size, cfg.max_len, rng)
+            loss = F.cross_entropy(plain_model(x).flatten(0, 1), y.flatten())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+        return steps, time.perf_counter() - start
+
+    def lab_tick():
+        before, start = run.steps_done, time.perf_counter()
+        run.tick()
+        return run.steps_done - before, time.perf_counter() - start
+
+    plain_rate, lab_rate = [], []
+    for _ in range(6):
+        for fn, rates in ((plain_tick, plain_rate), (lab_tick, lab_rate)):
+            steps, seconds = fn()
+            rates.append(steps / seconds)
+    plain, lab = statistics.median(plain_rate), statistics.median(lab_rate)
+    print(f"lab      ticks {lab:.0f} steps/s vs plain loop {plain:.0f} steps/s = {lab / plain:.2f}x "
+          f"(target >= 0.8x; includes each tick's validation, sample and attention snapshot)")
+    start = time.perf_counter()
+    run = new_run(setup, "roses")
+    while not run.evals or run.evals[-1]["val_loss"] > 0.05:
+        run.tick()
+        if run.finished:
+            break
+    seconds = time.perf_counter() - start
+    print(f"lab      roses with the page's defaults reached validation loss {run.evals[-1]['val_loss']:.4f} "
+          f"after {run.steps_done} steps in {seconds:.1f} s (target: 0.05 within 30 s)")
+
+
+def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None:
+    """A real server and Chromium: cold start, memory per visitor, and update time with many visitors."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import launch, open_view, rss_mb, serve, wait_until_run
+
+    sentences = [f"the {a} cat sat on the mat because it was {b}"
+                 for a in ("big", "small", "old", "young", "fat") for b in ("tired", "sad")][:visitors]
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        start = time.perf_counter()
+        with serve() as (base, server):
+            first = browser.new_page()
+            open_view(first, base, "home")
+            cold = time.perf_counter() - start
+            print(f"server   cold start: server start to the first page fully rendered in Chromium {cold:.1f} s")
+            memory = {"first visitor": rss_mb(server.pid)}
+            idle = [browser.new_context().new_page() for _ in range(visitors - 1)]
+            for page in idle:
+                open_view(page, base, "home")
+            memory["idle visitors"] = rss_mb(server.pid)
+            tabs = [first, *idle]
+            for page, sentence in zip(tabs, sentences):           # everyone explores the attention page
+                open_view(page, base, "attention", text=sentence)
+            memory["exploring"] = rss_mb(server.pid)
+            coaches = [browser.new_context().new_page() for _ in range(trainers)]
+            for page in coaches:
+                open_view(page, base, "training")
+                page.get_by_role("button", name="Start", exact=True).click()
+            latencies = []
+            for round_ in range(rounds):                          # everyone types a new sentence at once
+                pressed = {}
+                for i, page in enumerate(tabs):
+                    box = page.get_by_role("textbox", name="Sentence")
+                    box.fill(f"{sentences[i]} and the dog {['ran', 'sat', 'slept'][round_]}")
+                    box.press("Enter")
+                    pressed[i] = time.perf_counter()
+                for i, page in enumerate(tabs):
+                    page.wait_for_url(lambda url, r=round_: ["ran", "sat", "slept"][r] in url)
+                    page.wait_for_selector("[data-test-script-state='notRunning']")
+                    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+                    latencies.append(time.perf_counter() - pressed[i])
+            memory["with training"] = rss_mb(server.pid)
+            for page in coaches:
+                page.get_by_role("button", name="Pause", exact=True).click()
+        browser.close()
+    latencies.sort()
+    p95 = latencies[max(0, int(round(0.95 * len(latencies))) - 1)]
+    added = (memory["exploring"] - memory["first visitor"]) / (visitors - 1)
+    print(f"server   memory (RSS): {memory['first visitor']:.0f} MB after the first visitor; "
+          f"{memory['idle visitors']:.0f} MB with {visitors} idle; {memory['exploring']:.0f} MB with {visitors} "
+          f"exploring (about {added:.1f} MB per further visitor); {memory['with training']:.0f} MB with "
+          f"{trainers} also training (target: {visitors} exploring + {trainers} training within 1,500 MB)")
+    print(f"server   typing a sentence to charts updated, {visitors} sessions active, {trainers} training: "
+          f"median {statistics.median(latencies):.2f} s, p95 {p95:.2f} s over {len(latencies)} updates "
+          f"(target: p95 under 1 s)")
+
+
 def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     bench_roses()       # first, so it pays for the process's first optimizer creation as a visitor would
     bench_trace()
     bench_trainer()
-    bench_pages()       # last: the app sets torch to one thread, as it does on the server
+    bench_pages()       # from here on torch uses one thread, as the app does on the server
+    bench_lab()
+    bench_server()
 
 
 if __name__ == "__main__":
