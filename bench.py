@@ -14,6 +14,7 @@ alike; the ratios are what to read. Targets come from the issues:
              visitor (idle, exploring, training); p95 time from typing a sentence to the charts
              updated with 10 sessions active and 2 training                     1.5 GB, p95 < 1 s
 """
+import logging
 import os
 import platform
 import statistics
@@ -124,6 +125,7 @@ def bench_pages(reps: int = 10, target_ms: float = 150.0) -> None:
     from explorer.steps import STEPS
 
     _pages_run_through_the_entry_point()
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     root = Path(__file__).resolve().parent
     with tempfile.TemporaryDirectory() as folder:
         empty = Path(folder) / "empty_page.py"
@@ -187,7 +189,7 @@ def bench_lab() -> None:
     from explorer.training import LabSetup, TICK_SECONDS, new_run
     torch.set_num_threads(1)                        # as the app runs
     setup = LabSetup()
-    long = replace(setup, train=replace(setup.train, steps=100_000))   # a budget the bench cannot finish
+    long = replace(setup, train=replace(setup.train, steps=5000))   # a budget the bench does not finish
     run = new_run(long, "bench")
     cfg, recipe = run.model.cfg, setup.train
     torch.manual_seed(0)
@@ -258,36 +260,56 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
                 open_view(page, base, "attention", text=sentence)
             memory["exploring"] = rss_mb(server.pid)
             coaches = [browser.new_context().new_page() for _ in range(trainers)]
-            for page in coaches:
+            for page in coaches:                                  # two visitors train tiny tales (minutes)
                 open_view(page, base, "training")
+                page.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
+                page.get_by_role("option", name="tales", exact=True).click()
+                wait_until_run(page)
                 page.get_by_role("button", name="Start", exact=True).click()
-            latencies = []
-            for round_ in range(rounds):                          # everyone types a new sentence at once
-                pressed = {}
-                for i, page in enumerate(tabs):
-                    box = page.get_by_role("textbox", name="Sentence")
-                    box.fill(f"{sentences[i]} and the dog {['ran', 'sat', 'slept'][round_]}")
-                    box.press("Enter")
-                    pressed[i] = time.perf_counter()
-                for i, page in enumerate(tabs):
-                    page.wait_for_url(lambda url, r=round_: ["ran", "sat", "slept"][r] in url)
-                    page.wait_for_selector("[data-test-script-state='notRunning']")
-                    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
-                    latencies.append(time.perf_counter() - pressed[i])
+            turns = _typing_latencies(tabs, sentences, rounds=2, together=False)
+            burst = _typing_latencies(tabs, sentences, rounds=rounds, together=True)
             memory["with training"] = rss_mb(server.pid)
             for page in coaches:
                 page.get_by_role("button", name="Pause", exact=True).click()
         browser.close()
-    latencies.sort()
-    p95 = latencies[max(0, int(round(0.95 * len(latencies))) - 1)]
     added = (memory["exploring"] - memory["first visitor"]) / (visitors - 1)
     print(f"server   memory (RSS): {memory['first visitor']:.0f} MB after the first visitor; "
           f"{memory['idle visitors']:.0f} MB with {visitors} idle; {memory['exploring']:.0f} MB with {visitors} "
           f"exploring (about {added:.1f} MB per further visitor); {memory['with training']:.0f} MB with "
           f"{trainers} also training (target: {visitors} exploring + {trainers} training within 1,500 MB)")
-    print(f"server   typing a sentence to charts updated, {visitors} sessions active, {trainers} training: "
-          f"median {statistics.median(latencies):.2f} s, p95 {p95:.2f} s over {len(latencies)} updates "
-          f"(target: p95 under 1 s)")
+    for name, times in (("one visitor at a time", turns), (f"all {visitors} at the same instant", burst)):
+        times.sort()
+        p95 = times[max(0, int(round(0.95 * len(times))) - 1)]
+        print(f"server   typing a sentence to the charts updated, {visitors} sessions open, {trainers} training, "
+              f"{name}: median {statistics.median(times):.2f} s, p95 {p95:.2f} s over {len(times)} updates "
+              f"(target: p95 under 1 s; all {visitors + trainers} browser tabs share this machine's 2 cores "
+              f"with the server)")
+
+
+def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[float]:
+    """Seconds from pressing Enter on a new sentence to that tab's charts being redrawn."""
+    latencies = []
+    for round_ in range(rounds):
+        ending = f" and the dog {['ran', 'sat', 'slept', 'hid'][round_ % 4]} {'now' if together else 'too'}"
+        pending = []
+        for i, page in enumerate(tabs):
+            box = page.get_by_role("textbox", name="Sentence")
+            box.fill(sentences[i] + ending)
+            box.press("Enter")
+            pending.append((page, time.perf_counter()))
+            if not together:
+                latencies.append(_wait_redrawn(page, ending, pending.pop()[1]))
+        for page, pressed in pending:
+            latencies.append(_wait_redrawn(page, ending, pressed))
+    return latencies
+
+
+def _wait_redrawn(page, ending: str, pressed: float) -> float:
+    from urllib.parse import quote_plus
+    page.wait_for_url(lambda url: quote_plus(ending) + "&" in url)       # the new sentence reached the URL
+    page.wait_for_selector("[data-test-script-state='notRunning']")
+    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    return time.perf_counter() - pressed
 
 
 def main() -> None:

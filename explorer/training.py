@@ -22,7 +22,7 @@ from model.transformer import TransformerLM
 
 MAX_TRAINING = 2                 # trainings computing at once, server-wide
 _TRAINER_SLOTS = threading.BoundedSemaphore(MAX_TRAINING)
-TICK_SECONDS = 0.3               # compute per tick, at most (plus one chunk of steps)
+TICK_SECONDS = 0.2               # compute per tick, at most (plus one chunk of steps)
 MAX_RUNS = 4                     # runs kept per session (the oldest is dropped)
 MAX_SNAPSHOTS = 30               # attention snapshots kept per run
 WALL_BUDGET_S = 300              # a run stops after this much training time

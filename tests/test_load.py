@@ -1,0 +1,54 @@
+"""Ten visitors at once on one real server, two of them training: nobody sees anybody else's results.
+
+Bounded: 10 tabs, 2 trainings of the walkthrough's model (a few seconds each), every wait capped by
+Playwright's timeout; the test ends by itself.
+"""
+from playwright.sync_api import expect
+
+from browser_support import open_view
+
+VISITORS, TRAINERS = 10, 2
+WORDS = ["tired", "sad", "happy", "hungry", "sleepy", "scared", "angry", "cold", "wet", "bored"]
+PROBS = """() => { const plot = [...document.querySelectorAll('.js-plotly-plot')]
+                     .find(p => (p.querySelector('.gtitle') || {}).textContent?.startsWith('Next-token probabilities'));
+                   return plot && plot.data ? plot.data.map(d => Array.from(d.y)) : null; }"""
+
+
+def bundled_probabilities(page, app_url) -> list:
+    """The default sentence's next-token probabilities as the prediction page plots them."""
+    page.bring_to_front()
+    open_view(page, app_url, "prediction", model="tinytales", text="the cat sat on the mat because it was tired")
+    page.wait_for_function(PROBS)
+    return page.evaluate(PROBS)
+
+
+def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chromium, app_url):
+    contexts = [chromium.new_context() for _ in range(VISITORS + TRAINERS)]
+    pages = [c.new_page() for c in contexts]
+    for page in pages:
+        page.set_default_timeout(60_000)
+    visitors, trainers = pages[:VISITORS], pages[VISITORS:]
+    try:
+        before = bundled_probabilities(visitors[0], app_url)
+        for page in trainers:
+            open_view(page, app_url, "training")
+            page.get_by_role("button", name="Start", exact=True).click()
+        sentences = [f"the cats sat on the mat because they were {w}" for w in WORDS]
+        for page, sentence in zip(visitors, sentences):        # ten requests in flight together
+            page.goto(f"{app_url}/prediction?text={sentence.replace(' ', '+')}", wait_until="commit")
+        for page, sentence, word in zip(visitors, sentences, WORDS):
+            page.bring_to_front()                   # a hidden tab does not draw its charts
+            page.wait_for_selector("[data-test-script-state='notRunning']")
+            title = page.locator(".js-plotly-plot .gtitle", has_text="Next-token probabilities")
+            expect(title).to_contain_text(f"after “{word}”", timeout=60_000)
+            assert page.get_by_role("textbox", name="Sentence").input_value() == sentence
+            assert page.locator("[data-testid='stException']").count() == 0
+        for page in trainers:
+            page.bring_to_front()
+            expect(page.locator("[data-testid='stProgress']")).to_contain_text("done", timeout=90_000)
+            assert page.locator("[data-testid='stProgress']").inner_text().startswith("run 1:")
+            assert page.locator("[data-testid='stException']").count() == 0
+        assert bundled_probabilities(visitors[1], app_url) == before     # the shared model never changed
+    finally:
+        for context in contexts:
+            context.close()
