@@ -15,7 +15,7 @@ PRESENTER_CSS = """<style>
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
 h1 { font-size: 3rem !important; } h2 { font-size: 2.2rem !important; } h3 { font-size: 1.8rem !important; }
-[data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px; }
+[data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 </style>"""
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")

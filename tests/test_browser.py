@@ -4,12 +4,14 @@ What AppTest cannot see: that every page's figures are really drawn, that the si
 that a copied link reopens a view, and that user text stays text (no script runs, no element appears).
 Under CI (CI=true) a missing Chromium or Playwright fails these tests; on a laptop without them they skip.
 """
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from browser_support import open_view, type_sentence
-from explorer.steps import STEPS
+from explorer.steps import LAB, STEPS
 
 WITHOUT_CHARTS = {"home"}                # every other step page draws Plotly figures
 XSS = "<img src=x onerror=alert(1)>"
@@ -73,3 +75,22 @@ def test_html_in_the_sentence_is_shown_as_text_and_never_runs(tab, app_url):
         assert tab.locator("[data-testid='stException']").count() == 0, step.slug
     tab.wait_for_timeout(300)
     assert tab.dialogs == [], f"a dialog opened: {tab.dialogs}"
+
+
+SHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots"
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+def test_screenshots_of_every_page_for_the_readme(tab, app_url, presenter):
+    """Full-page screenshots into build/screenshots/ (the README's pictures are copied from there)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.set_viewport_size({"width": 1280, "height": 900})
+    for step in [*STEPS, LAB]:
+        open_view(tab, app_url, step.slug, **({"presenter": 1} if presenter else {}))
+        if step.slug not in WITHOUT_CHARTS | {LAB.slug}:
+            assert rendered_plots(tab) > 0, step.slug
+        tab.wait_for_timeout(500)
+        path = SHOTS / f"{step.slug}{'-presenter' if presenter else ''}.png"
+        tab.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 20_000, f"{path.name} looks empty"
+        assert tab.locator("[data-testid='stException']").count() == 0, step.slug
