@@ -29,12 +29,12 @@ patterns form. Then explore your model on the walk-through pages.
 
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation")
 TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing")
-SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", *MODEL_KEYS, *TRAIN_KEYS)]
+SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", "probe", *MODEL_KEYS, *TRAIN_KEYS)]
 
 
 def _setup_to_widgets(setup: LabSetup) -> None:
     state = st.session_state
-    state["lab_task"], state["lab_tokenizer"] = setup.task, setup.tokenizer
+    state["lab_task"], state["lab_tokenizer"], state["lab_probe"] = setup.task, setup.tokenizer, setup.probe
     for key in MODEL_KEYS:
         state[f"lab_{key}"] = setup.model[key]
     train = asdict(setup.train)
@@ -67,7 +67,8 @@ def setup_from_widgets() -> LabSetup:
             model[key] = int(model[key])
         if key in train:
             train[key] = int(train[key])
-    return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], model=model,
+    return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], probe=state.get("lab_probe", ""),
+                    model=model,
                     train=TrainConfig(**train))
 
 

@@ -22,6 +22,9 @@ if task == "text":
     st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
                  placeholder="Paste a few paragraphs, a poem, song lyrics ...")
     st.file_uploader("... or upload a .txt file (up to 1 MB)", type=["txt"], key="lab_upload", max_upload_size=1)
+st.text_input("Probe sentence", key="lab_probe", max_chars=300,
+              placeholder="empty: a sentence from the task (e.g. 'roses are red violets are blue')",
+              help="Its attention pattern is watched while the model learns; its first words start the samples.")
 if not v.presenter:
     with st.expander("Architecture", icon=":material/account_tree:"):
         a, b, c = st.columns(3)

@@ -174,3 +174,15 @@ def test_when_every_trainer_is_busy_a_run_waits_and_says_so():
 def test_every_preset_fits_the_bounds():
     for about, setup in PRESETS.values():
         assert about and not check_setup(setup)
+
+
+def test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_words_start_the_samples():
+    at = lab()
+    at.text_input(key="lab_probe").set_value("sugar is sweet and so are you").run()
+    at.button(key="lab_start").click().run()
+    run = active(at)
+    assert [run.tokenizer.vocab[i] for i in run.probe_ids] == "sugar is sweet and so are you".split()
+    assert run.snapshots[-1][1].shape[-1] == 7                   # (layers, heads, 7, 7)
+    assert run.samples[-1][1].startswith("sugar is sweet")
+    attention = figure_titled(at, "Attention of layer 0 head 0")
+    assert len(decode(attention["data"][0]["z"])) == 7
