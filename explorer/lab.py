@@ -12,7 +12,8 @@ from model.checkpoint import from_bytes, to_bytes
 
 from .training import (MAX_RUNS, MAX_TRAINING, PRESETS, WALL_BUDGET_S, LabSetup, Run, TrainConfig, new_run)
 
-TICK_EVERY = 0.6                 # seconds between live ticks: training holds the GIL at most 1/3 of the time
+TICK_EVERY = 0.6                 # seconds between live ticks (each computes at most TICK_SECONDS)
+DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views
 MAX_TEXT_CHARS = 1_000_000
 
 EXPLANATION = """\

@@ -66,8 +66,8 @@ run = lab.active_run()
 
 
 @st.fragment(run_every=lab.TICK_EVERY if lab.is_running() else None)
-def live_views():
-    """Trains one tick (while running) and redraws the live views."""
+def live_progress():
+    """Trains one tick (while running) and redraws the progress and the loss curve."""
     if lab.is_running():
         lab.tick()
         if not lab.is_running():
@@ -79,6 +79,16 @@ def live_views():
     st.progress(min(1.0, current.steps_done / current.setup.train.steps), text=lab.progress_text(current))
     log_scale = st.toggle("Log scale", key="lab_log_scale")
     st.plotly_chart(loss_figure(current, log_scale, v.presenter), key="lab_loss_chart")
+
+
+# The other live views redraw less often: on a shared server every redraw of every trainer's charts
+# costs all visitors (the benchmark showed the redraws, not the training, slowing other pages).
+@st.fragment(run_every=lab.DETAILS_EVERY if lab.is_running() else None)
+def live_details():
+    """Accuracy, learning rate, gradient flow, samples and the probe's attention."""
+    current = lab.active_run()
+    if current is None:
+        return
     st.plotly_chart(metrics_figure(current, v.presenter), key="lab_metrics_chart")
     left, right = st.columns(2)
     with left:
@@ -96,7 +106,8 @@ def live_views():
                                         v.presenter), key="lab_attention_chart")
 
 
-live_views()
+live_progress()
+live_details()
 
 # 3) compare and keep
 runs = lab.runs()
