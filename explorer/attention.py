@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
@@ -406,7 +405,3 @@ def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, p
                  "whose next word the model is less sure of.")
     return text
 
-
-def change_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The next_token_change table with readable column names (for st.dataframe)."""
-    return table.rename(columns={"before": "probability as it is", "after": "probability after the change"})

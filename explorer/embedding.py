@@ -57,12 +57,6 @@ def position_labels(v: View, limit: int = 14, mark_unknown: bool = True) -> list
             for i, p in enumerate(v.prepared.pieces)]
 
 
-def scale_factor(v: View) -> float:
-    """What the model multiplies each embedding row by before it enters the stream (√D or 1)."""
-    cfg = v.bundle.model.cfg
-    return math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
-
-
 def embedding_matrix(v: View) -> torch.Tensor:
     """The token embedding matrix, V x D (rows are token ids), as stored (before any embed_scale)."""
     return v.bundle.model.embed.tok.weight.detach()

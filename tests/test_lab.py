@@ -1,13 +1,10 @@
 """The training lab, as a student drives it (AppTest; live ticks are driven by calling tick directly)."""
-import io
-
 import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text
-from explorer.training import (BOUNDS, LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run)
+from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
-from model.trainer import TrainConfig
 
 
 def lab():

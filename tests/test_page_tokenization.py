@@ -78,7 +78,7 @@ def test_word_char_and_bpe_are_compared_with_real_token_counts():
     assert any("★" in m.label and m.label.startswith("Word") for m in at.metric)
     figure = figure_titled(at, "cut three ways")
     labels = texts(figure, "labels")
-    assert labels == [f"<b>Word ★</b><br>10 tokens", f"<b>Character</b><br>43 tokens",
+    assert labels == ["<b>Word ★</b><br>10 tokens", "<b>Character</b><br>43 tokens",
                       f"<b>BPE</b><br>{expected['BPE']} tokens"]
     shown = texts(figure)
     assert shown[10:10 + 43] == [tk.visible(c) for c in sentence]               # the character row

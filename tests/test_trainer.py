@@ -1,5 +1,4 @@
 """The step-wise trainer: it learns, it is reproducible, and every knob does what it says."""
-import math
 
 import pytest
 import torch
