@@ -41,7 +41,7 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             page.wait_for_selector("[data-test-script-state='notRunning']")
             title = page.locator(".js-plotly-plot .gtitle", has_text="Next-token probabilities")
             expect(title).to_contain_text(f"after “{word}”", timeout=60_000)
-            assert page.get_by_role("textbox", name="Sentence").input_value() == sentence
+            expect(page.get_by_role("textbox", name="Sentence")).to_have_value(sentence, timeout=30_000)
             assert page.locator("[data-testid='stException']").count() == 0
         for page in trainers:
             page.bring_to_front()
