@@ -194,8 +194,13 @@ def publish() -> None:
     run = active_run()
     if run is None:
         return
+    _add_to_model_picker(published_name(run), run.bundle())
+
+
+def _add_to_model_picker(name: str, bundle) -> None:
+    """This session's own models, shown in the sidebar after the bundled ones (the oldest drops out)."""
     trained = st.session_state.setdefault("trained_models", {})
-    trained[published_name(run)] = run.bundle()
+    trained[name] = bundle
     if len(trained) > MAX_RUNS:                 # bound the session's memory
         trained.pop(next(iter(trained)))
 
@@ -215,9 +220,6 @@ def upload() -> None:
         st.session_state["lab_messages"] = [f"That file could not be loaded: {problem}"]
         return
     name = "upload: " + (re.sub(r"[^\w.\- ]", "_", file.name)[:40] or "model")
-    trained = st.session_state.setdefault("trained_models", {})
-    trained[name] = bundle
-    if len(trained) > MAX_RUNS:
-        trained.pop(next(iter(trained)))
+    _add_to_model_picker(name, bundle)
     st.session_state["lab_messages"] = []
     st.toast(f"Added {name} to the model picker in the sidebar.", icon=":material/check:")

@@ -16,7 +16,6 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from model import edits
 from model.checkpoint import BUNDLED
 from model.config import ModelConfig
 from model.inputs import Prepared, prepare_text
@@ -342,21 +341,10 @@ def default_pair(v: View) -> tuple[str, str]:
     return tok.decode(ids), tok.decode(ids[::-1])
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _bundled_bag_of_words(name: str, ids: tuple[int, ...]) -> Trace:
-    return bundled_model(name).model.run(list(ids), edits=edits.remove_positions(), causal=False)
-
-
-def bag_of_words_trace(v: View, ids: list[int]) -> Trace:
-    """`ids` with no position signal and no causal mask: attention then sees a plain bag of words."""
-    if v.name in BUNDLED:
-        return _bundled_bag_of_words(v.name, tuple(ids))
-    return v.bundle.model.run(ids, edits=edits.remove_positions(), causal=False)
-
-
 def order_traces(v: View, ids: list[int]) -> list[Trace]:
     """The traces of `ids` under each of CONDITIONS (all cached for bundled models)."""
-    return [trace_of(v.name, ids), experiment_trace(v, ("remove_positions",), ids=ids), bag_of_words_trace(v, ids)]
+    return [trace_of(v.name, ids), experiment_trace(v, ("remove_positions",), ids=ids),
+            experiment_trace(v, ("bag_of_words",), ids=ids)]
 
 
 def prepare_pair(v: View, a: str, b: str) -> tuple[Prepared, Prepared]:

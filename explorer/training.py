@@ -45,27 +45,22 @@ class LabSetup:
     probe: str = ""              # the sentence whose attention is watched; "" picks one for the task
 
 
+WALKTHROUGH = LabSetup()
+MEDIUM = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32, pos="sinusoidal", norm="layer",
+              norm_position="pre", activation="relu")                 # the larger presets' shape
+MEDIUM_TRAIN = TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50)
+
 PRESETS = {
     "walkthrough": ("The walkthrough's model: 2 layers, 2 heads, d_model 32, learns the roses poem in seconds.",
-                    LabSetup()),
+                    WALKTHROUGH),
     "tales": ("A small tiny-tales model: watch agreement and pronouns appear (a few minutes).",
-              LabSetup(task="tinytales", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
-                                                    pos="sinusoidal", norm="layer", norm_position="pre",
-                                                    activation="gelu"),
-                       train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+              LabSetup(task="tinytales", model={**MEDIUM, "activation": "gelu"}, train=MEDIUM_TRAIN)),
     "sorting": ("Digit sorting with positions: the model learns to look back at the list.",
-                LabSetup(task="digits", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
-                                                   pos="learned", norm="layer", norm_position="pre",
-                                                   activation="relu"),
-                         train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+                LabSetup(task="digits", model={**MEDIUM, "pos": "learned"}, train=MEDIUM_TRAIN)),
     "no positions": ("No positional encoding: watch it fail at sorting (it cannot tell what came first).",
-                     LabSetup(task="digits", model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32,
-                                                        pos="none", norm="layer", norm_position="pre",
-                                                        activation="relu"),
-                              train=TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50))),
+                     LabSetup(task="digits", model={**MEDIUM, "pos": "none"}, train=MEDIUM_TRAIN)),
     "post-norm": ("The 2017 paper's post-norm: the same walkthrough model with the norm after each sum.",
-                  LabSetup(model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal",
-                                      norm="layer", norm_position="post", activation="relu"))),
+                  LabSetup(model={**WALKTHROUGH.model, "norm_position": "post"})),
 }
 
 PROBES = {"roses": "roses are red violets are blue", "tinytales": "the cat sat on the mat because it was tired",

@@ -3,6 +3,7 @@
 An experiment is a small hashable tuple, so its trace can be cached like the plain one:
     ("knock_out_head", layer, head)   ("remove_positions",)   ("skip_mlp", layer)
     ("remove_scaling",)               ("lift_mask",)
+    ("bag_of_words",)                 positions removed and mask lifted: attention sees a bag of words
 """
 import pandas as pd
 import plotly.graph_objects as go
@@ -28,7 +29,7 @@ def describe(experiment: Experiment) -> str:
     if kind == "skip_mlp":
         return f"feed-forward of layer {experiment[1]} skipped"
     return {"remove_positions": "positional encoding removed", "remove_scaling": "without the 1/√K scaling",
-            "lift_mask": "causal mask lifted"}[kind]
+            "lift_mask": "causal mask lifted", "bag_of_words": "positions removed and mask lifted"}[kind]
 
 
 def edits_for(cfg: ModelConfig, experiment: Experiment) -> tuple[dict, bool]:
@@ -44,6 +45,8 @@ def edits_for(cfg: ModelConfig, experiment: Experiment) -> tuple[dict, bool]:
         return edits.remove_scaling(cfg), True
     if kind == "lift_mask":
         return {}, False
+    if kind == "bag_of_words":
+        return edits.remove_positions(), False
     raise ValueError(f"unknown experiment {experiment!r}")
 
 

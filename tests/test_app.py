@@ -42,7 +42,7 @@ def test_every_page_survives_strange_input(step, kind):
 def test_the_view_is_in_the_url_and_a_link_reopens_it():
     at = open_page("home")
     type_text(at, "the dog chased the cat")
-    assert at.query_params["text"] == ["the dog chased the cat"] or at.query_params["text"] == "the dog chased the cat"
+    assert at.query_params["text"] == "the dog chased the cat"
     again = open_page("home", model="roses", text="roses are red", presenter=1)
     assert again.selectbox(key="model").value == "roses"
     assert again.text_input(key="text").value == "roses are red"
