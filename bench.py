@@ -247,31 +247,38 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
         start = time.perf_counter()
         with serve() as (base, server):
             first = browser.new_page()
+            arrivals = {first: _frame_clock(first)}
             open_view(first, base, "home")
             cold = time.perf_counter() - start
             print(f"server   cold start: server start to the first page fully rendered in Chromium {cold:.1f} s")
             memory = {"first visitor": rss_mb(server.pid)}
             idle = [browser.new_context().new_page() for _ in range(visitors - 1)]
             for page in idle:
+                arrivals[page] = _frame_clock(page)
                 open_view(page, base, "home")
             memory["idle visitors"] = rss_mb(server.pid)
             tabs = [first, *idle]
             for page, sentence in zip(tabs, sentences):           # everyone explores the attention page
                 open_view(page, base, "attention", text=sentence)
             memory["exploring"] = rss_mb(server.pid)
+            updates = {"no training": _typing_latencies(tabs, sentences, arrivals, rounds=2, together=False)}
             # The trainers' own browsers would run on their own computers; here they share the 2 cores,
-            # so their Chromium runs at the lowest CPU priority to leave the server and the measured
-            # tab what a classroom would (the live charts it redraws every tick are the trainers' cost).
-            coach_browser = _low_priority(lambda: launch(playwright))
+            # so their Chromium runs at idle priority to leave the server and the measured tab what a
+            # classroom would (the server's side of their training, ticks and redraws, is still measured).
+            before = _chromium_pids()
+            coach_browser = launch(playwright)
+            _idle_priority(_chromium_pids() - before)
             coaches = [coach_browser.new_context().new_page() for _ in range(trainers)]
+            _idle_priority(_chromium_pids() - before)
             for page in coaches:                                  # two visitors train tiny tales (minutes)
                 open_view(page, base, "training")
                 page.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
                 page.get_by_role("option", name="tales", exact=True).click()
                 wait_until_run(page)
                 page.get_by_role("button", name="Start", exact=True).click()
-            turns = _typing_latencies(tabs, sentences, rounds=2, together=False)
-            burst = _typing_latencies(tabs, sentences, rounds=rounds, together=True)
+            updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, arrivals, rounds=2, together=False)
+            updates[f"{trainers} training, all {visitors} at the same instant"] = _typing_latencies(
+                tabs, sentences, arrivals, rounds=rounds, together=True)
             memory["with training"] = rss_mb(server.pid)
             for page in coaches:
                 page.get_by_role("button", name="Pause", exact=True).click()
@@ -282,13 +289,27 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
           f"{memory['idle visitors']:.0f} MB with {visitors} idle; {memory['exploring']:.0f} MB with {visitors} "
           f"exploring (about {added:.1f} MB per further visitor); {memory['with training']:.0f} MB with "
           f"{trainers} also training (target: {visitors} exploring + {trainers} training within 1,500 MB)")
-    for name, times in (("one visitor at a time", turns), (f"all {visitors} at the same instant", burst)):
-        times.sort()
-        p95 = times[max(0, int(round(0.95 * len(times))) - 1)]
-        print(f"server   typing a sentence to the charts updated, {visitors} sessions open, {trainers} training, "
-              f"{name}: median {statistics.median(times):.2f} s, p95 {p95:.2f} s over {len(times)} updates "
-              f"(target: p95 under 1 s; all {visitors + trainers} browser tabs share this machine's 2 cores "
-              f"with the server)")
+    print(f"server   typing a new sentence on the attention page with {visitors} sessions open (one visitor at a "
+          f"time unless said); all {visitors + trainers} browser tabs share this machine's 2 cores with the server. "
+          "'server' is Enter to the last message of the server's rerun reaching the browser; 'charts' is Enter "
+          "to the charts redrawn (target: p95 under 1 s):")
+    for name, results in updates.items():
+        server_s, charts_s = zip(*results)
+        print(f"server     {name}: server median {statistics.median(server_s):.2f} s, p95 {_p95(server_s):.2f} s; "
+              f"charts median {statistics.median(charts_s):.2f} s, p95 {_p95(charts_s):.2f} s "
+              f"({len(results)} updates)")
+
+
+def _p95(values) -> float:
+    values = sorted(values)
+    return values[max(0, int(round(0.95 * len(values))) - 1)]
+
+
+def _frame_clock(page) -> list[float]:
+    """Arrival times (perf_counter) of the websocket messages the server sends this tab; attach before opening."""
+    arrivals = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda _: arrivals.append(time.perf_counter())))
+    return arrivals
 
 
 def bench_contention(updates: int = 10) -> None:
@@ -335,22 +356,40 @@ def bench_contention(updates: int = 10) -> None:
           f"{busy * 1e3:.0f} ms while 2 trainings tick in the same process (medians of {updates})")
 
 
-def _low_priority(start):
-    """Run `start()` with this process at the lowest CPU priority, so the processes it starts inherit it."""
-    if not hasattr(os, "nice"):
-        return start()
-    os.nice(19)
+def _chromium_pids() -> set[int]:
+    """Every Chromium process on the machine (Debian's /usr/bin/chromium runs /usr/lib/chromium/chromium)."""
+    return {int(p) for p in os.listdir("/proc") if p.isdigit() and "/chromium/" in _cmdline(p).split(" ")[0]}
+
+
+def _cmdline(pid: str) -> str:
     try:
-        return start()
-    finally:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _idle_priority(pids: set[int]) -> None:
+    """Put every thread of these processes under SCHED_IDLE: they run only when a core is otherwise free.
+
+    Nice values do not do it: Playwright's driver (not this process) starts Chromium, and Chromium,
+    running as root here, sets its own processes' nice values. Processes they start later inherit it.
+    """
+    for pid in pids:
         try:
-            os.nice(-19)              # back to normal (allowed as root); otherwise the bench stays low
-        except PermissionError:
-            pass
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))
+            except OSError:
+                pass
 
 
-def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[float]:
-    """Seconds from pressing Enter on a new sentence to that tab's charts being redrawn."""
+def _typing_latencies(tabs, sentences, arrivals, rounds: int, together: bool) -> list[tuple[float, float]]:
+    """(server, charts) seconds from pressing Enter on a new sentence to the last message of the rerun
+    reaching that tab, and to that tab's charts being redrawn."""
     latencies = []
     for round_ in range(rounds):
         ending = f" and the dog {['ran', 'sat', 'slept', 'hid'][round_ % 4]} {'now' if together else 'too'}"
@@ -362,11 +401,18 @@ def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[floa
             box.press("Enter")
             pending.append((page, time.perf_counter()))
             if not together:
-                latencies.append(_wait_redrawn(page, ending, pending.pop()[1]))
+                latencies.append(_timed_update(page, ending, pending.pop()[1], arrivals[page]))
         for page, pressed in pending:
             page.bring_to_front()
-            latencies.append(_wait_redrawn(page, ending, pressed))
+            latencies.append(_timed_update(page, ending, pressed, arrivals[page]))
     return latencies
+
+
+def _timed_update(page, ending: str, pressed: float, arrivals: list[float]) -> tuple[float, float]:
+    charts = _wait_redrawn(page, ending, pressed)
+    done = pressed + charts
+    last = max((t for t in arrivals if pressed <= t <= done), default=done)
+    return last - pressed, charts
 
 
 def _wait_redrawn(page, ending: str, pressed: float) -> float:
