@@ -247,21 +247,19 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
         start = time.perf_counter()
         with serve() as (base, server):
             first = browser.new_page()
-            arrivals = {first: _frame_clock(first)}
             open_view(first, base, "home")
             cold = time.perf_counter() - start
             print(f"server   cold start: server start to the first page fully rendered in Chromium {cold:.1f} s")
             memory = {"first visitor": rss_mb(server.pid)}
             idle = [browser.new_context().new_page() for _ in range(visitors - 1)]
             for page in idle:
-                arrivals[page] = _frame_clock(page)
                 open_view(page, base, "home")
             memory["idle visitors"] = rss_mb(server.pid)
             tabs = [first, *idle]
             for page, sentence in zip(tabs, sentences):           # everyone explores the attention page
                 open_view(page, base, "attention", text=sentence)
             memory["exploring"] = rss_mb(server.pid)
-            updates = {"no training": _typing_latencies(tabs, sentences, arrivals, rounds=2, together=False)}
+            updates = {"no training": _typing_latencies(tabs, sentences, rounds=2, together=False)}
             # The trainers' own browsers would run on their own computers; here they share the 2 cores,
             # so their Chromium runs at idle priority to leave the server and the measured tab what a
             # classroom would (the server's side of their training, ticks and redraws, is still measured).
@@ -276,9 +274,9 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
                 page.get_by_role("option", name="tales", exact=True).click()
                 wait_until_run(page)
                 page.get_by_role("button", name="Start", exact=True).click()
-            updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, arrivals, rounds=2, together=False)
+            updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, rounds=2, together=False)
             updates[f"{trainers} training, all {visitors} at the same instant"] = _typing_latencies(
-                tabs, sentences, arrivals, rounds=rounds, together=True)
+                tabs, sentences, rounds=rounds, together=True)
             memory["with training"] = rss_mb(server.pid)
             for page in coaches:
                 page.get_by_role("button", name="Pause", exact=True).click()
@@ -290,26 +288,17 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
           f"exploring (about {added:.1f} MB per further visitor); {memory['with training']:.0f} MB with "
           f"{trainers} also training (target: {visitors} exploring + {trainers} training within 1,500 MB)")
     print(f"server   typing a new sentence on the attention page with {visitors} sessions open (one visitor at a "
-          f"time unless said); all {visitors + trainers} browser tabs share this machine's 2 cores with the server. "
-          "'server' is Enter to the last message of the server's rerun reaching the browser; 'charts' is Enter "
-          "to the charts redrawn (target: p95 under 1 s):")
-    for name, results in updates.items():
-        server_s, charts_s = zip(*results)
-        print(f"server     {name}: server median {statistics.median(server_s):.2f} s, p95 {_p95(server_s):.2f} s; "
-              f"charts median {statistics.median(charts_s):.2f} s, p95 {_p95(charts_s):.2f} s "
-              f"({len(results)} updates)")
+          f"time unless said), Enter to the charts redrawn; all {visitors + trainers} browser tabs share this "
+          "machine's 2 cores with the server (target: p95 under 1 s):")
+    for name, times in updates.items():
+        print(f"server     {name}: median {statistics.median(times):.2f} s, p95 {_p95(times):.2f} s "
+              f"({len(times)} updates)")
 
 
 def _p95(values) -> float:
     values = sorted(values)
     return values[max(0, int(round(0.95 * len(values))) - 1)]
 
-
-def _frame_clock(page) -> list[float]:
-    """Arrival times (perf_counter) of the websocket messages the server sends this tab; attach before opening."""
-    arrivals = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda _: arrivals.append(time.perf_counter())))
-    return arrivals
 
 
 def bench_contention(updates: int = 10) -> None:
@@ -387,7 +376,7 @@ def _idle_priority(pids: set[int]) -> None:
                 pass
 
 
-def _typing_latencies(tabs, sentences, arrivals, rounds: int, together: bool) -> list[tuple[float, float]]:
+def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[tuple[float, float]]:
     """(server, charts) seconds from pressing Enter on a new sentence to the last message of the rerun
     reaching that tab, and to that tab's charts being redrawn."""
     latencies = []
@@ -401,18 +390,12 @@ def _typing_latencies(tabs, sentences, arrivals, rounds: int, together: bool) ->
             box.press("Enter")
             pending.append((page, time.perf_counter()))
             if not together:
-                latencies.append(_timed_update(page, ending, pending.pop()[1], arrivals[page]))
+                latencies.append(_wait_redrawn(page, ending, pending.pop()[1]))
         for page, pressed in pending:
             page.bring_to_front()
-            latencies.append(_timed_update(page, ending, pressed, arrivals[page]))
+            latencies.append(_wait_redrawn(page, ending, pressed))
     return latencies
 
-
-def _timed_update(page, ending: str, pressed: float, arrivals: list[float]) -> tuple[float, float]:
-    charts = _wait_redrawn(page, ending, pressed)
-    done = pressed + charts
-    last = max((t for t in arrivals if pressed <= t <= done), default=done)
-    return last - pressed, charts
 
 
 def _wait_redrawn(page, ending: str, pressed: float) -> float:

@@ -24,5 +24,6 @@ def as_page(step):
 page = st.navigation({"Walk-through": [as_page(s) for s in STEPS], "Lab": [as_page(LAB)]})
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
+st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
 st.session_state["view"] = current_view()         # pages read it with explorer.state.view()
 page.run()

@@ -33,8 +33,13 @@ One rule: a word may look only at itself and the words **before** it, never ahea
 mask*), because when the model predicts the next word, the future is not written yet.
 
 A layer has several **heads**, each asking its own kind of question: one may look for the subject,
-another for the previous word. Pick a layer and a head to see the four steps with the real numbers.
+another for the previous word. Pick a layer and a head, then walk through the tabs below from left to
+right: the questions, labels and answers, the four steps with the real numbers, who looks at whom,
+every head at once, and what changes if you switch part of attention off.
 """
+
+# The page's sections, one tab each, in teaching order (the labels appear in links: section=...).
+SECTIONS = ["Queries, keys, values", "The four steps", "Who looks at whom", "Every head", "What if?"]
 
 QKV_TEXT = """\
 Each token's vector is multiplied by three learned matrices, giving its query (the question), key (the

@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from .state import View, link_to
+from .state import View, link_to, section_key
 from .steps import BY_SLUG, neighbours
 
 # Larger type for a projector. A constant: no user text ever goes into unsafe HTML.
@@ -48,6 +48,14 @@ def explanation(view: View, markdown: str, title: str = "What is happening here"
     """The plain-language explanation a teacher could read aloud (collapsed in presenter mode)."""
     with st.expander(title, expanded=not view.presenter, icon=":material/school:"):
         st.markdown(markdown)
+
+
+def sections(slug: str, labels: list[str]) -> list:
+    """The page's sections as tabs, of which only the open one runs: draw a section's content under
+    `if tab.open:`. The browser then draws a few charts per new sentence instead of all of them
+    (measured on the attention page: 0.16 s of browser CPU without charts, about 0.1 s more per chart).
+    The open section is in the URL (`section=`), so a copied link reopens it."""
+    return st.tabs(labels, key=section_key(slug), on_change="rerun")
 
 
 def math_panel(title: str = "Show the math"):

@@ -94,6 +94,13 @@ def _load_url_once(notices: list[str]) -> None:
             st.session_state[f"_url_{key}"] = query[key]        # checked against the model in _clamp
     if "presenter" in query:
         st.session_state["presenter"] = query["presenter"] in ("1", "true", "on")
+    if "section" in query:            # a tab label of this page; st.tabs ignores a label it does not have
+        st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
+
+
+def section_key(slug: str) -> str:
+    """Session key of page `slug`'s open section (its tab), see explorer.layout.sections."""
+    return f"section_{slug}"
 
 
 def _clamp(key: str, upper: int, default: int, what: str, notices: list[str]) -> None:
@@ -114,7 +121,8 @@ def current_view() -> View:
     """Draw the shared sidebar, read the view's state, and compute (or fetch) the trace."""
     notices: list[str] = []
     _load_url_once(notices)
-    for key in PAGE_KEYS:                # keep page widgets' values when their page is not shown
+    sections = [key for key in st.session_state if str(key).startswith("section_")]
+    for key in [*PAGE_KEYS, *sections]:  # keep page widgets' values when their page is not shown
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
     st.session_state.setdefault("text", DEFAULT_SENTENCE)
@@ -159,6 +167,9 @@ def view_params() -> dict[str, str]:
             params[key] = str(state[key])
     if state.get("presenter"):
         params["presenter"] = "1"
+    section = state.get(section_key(state.get("_page", "")))
+    if isinstance(section, str):
+        params["section"] = section
     return params
 
 

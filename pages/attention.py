@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer import attention as A
 from explorer.layout import (explanation, head_picker, layer_picker, math_panel, page_header, quote,
-                             require_trace, step_nav, token_picker)
+                             require_trace, sections, step_nav, token_picker)
 from explorer.state import view
 from explorer.whatif import change_figure, experiment_trace, next_token_change
 
@@ -16,52 +16,59 @@ trace = require_trace(v, "attention")
 left, right, _ = st.columns([1, 1, 2])
 layer = layer_picker(v, left)
 head = head_picker(v, right)
+qkv, steps, who, every, whatif = sections("attention", A.SECTIONS)
 
-st.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
-st.markdown(A.QKV_TEXT.format(K=cfg.d_head))
-figures = A.head_figures(v, trace, layer, head)
-for column, fig in zip(st.columns(3), figures["qkv"]):
-    column.plotly_chart(fig)
-
-st.subheader(f"The four steps: layer {layer}, head {head}")
-steps = figures["steps"]
-for row in (0, 2):
-    for column, fig, caption in zip(st.columns(2), steps[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
+if qkv.open:
+    qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
+    qkv.markdown(A.QKV_TEXT.format(K=cfg.d_head))
+    for column, fig in zip(qkv.columns(3), A.head_figures(v, trace, layer, head)["qkv"]):
         column.plotly_chart(fig)
-        column.markdown(caption.format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5))
 
-st.subheader(f"Who attends to whom: layer {layer}, head {head}")
-query = token_picker(v, label="Query token")
-st.markdown(A.read_row(v, trace, layer, head, query))
-big, lines = st.columns([3, 2])
-big.plotly_chart(figures["pattern"])
-lines.plotly_chart(A.lines_figure(v, trace, layer, head, query))
-lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
+if steps.open:
+    steps.subheader(f"The four steps: layer {layer}, head {head}")
+    figures = A.head_figures(v, trace, layer, head)["steps"]
+    for row in (0, 2):
+        for column, fig, caption in zip(steps.columns(2), figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
+            column.plotly_chart(fig)
+            column.markdown(caption.format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5))
 
-with math_panel():
-    top = A.top_keys(trace, layer, head, query)[0][0]
-    key = top
-    if not v.presenter:
-        key = st.selectbox("Key token", range(len(v.tokens)), index=top, key="attention_math_key",
-                           format_func=lambda i: f"{i}: {v.tokens[i]}",
-                           help="Starts at the key this query attends to most.")
-    st.markdown("\n".join(A.math_lines(v, trace, layer, head, query, key)))
+if who.open:
+    with who:
+        st.subheader(f"Who attends to whom: layer {layer}, head {head}")
+        query = token_picker(v, label="Query token")
+        st.markdown(A.read_row(v, trace, layer, head, query))
+        big, lines = st.columns([3, 2])
+        big.plotly_chart(A.head_figures(v, trace, layer, head)["pattern"])
+        lines.plotly_chart(A.lines_figure(v, trace, layer, head, query))
+        lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
+        with math_panel():
+            top = A.top_keys(trace, layer, head, query)[0][0]
+            key = top
+            if not v.presenter:
+                key = st.selectbox("Key token", range(len(v.tokens)), index=top, key="attention_math_key",
+                                   format_func=lambda i: f"{i}: {v.tokens[i]}",
+                                   help="Starts at the key this query attends to most.")
+            st.markdown("\n".join(A.math_lines(v, trace, layer, head, query, key)))
 
-st.subheader("Every head in every layer")
-st.plotly_chart(A.grid_figure(v, trace, layer))
-st.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same layer "
-           "read the same tokens but ask different questions, so their patterns differ.")
+if every.open:
+    every.subheader("Every head in every layer")
+    every.plotly_chart(A.grid_figure(v, trace, layer))
+    every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
+                  "layer read the same tokens but ask different questions, so their patterns differ.")
 
-st.subheader("What if?")
-options = A.experiments(layer, head)
-choice = st.radio("Change the model", range(len(options)), key="attention_whatif", horizontal=True,
-                  format_func=lambda i: A.experiment_label(options[i]))
-experiment = options[choice]
-st.caption(f"{A.WHATIF_TEXT[experiment[0]]} Below: the prediction for the word after the query token "
-           f"({query}: {quote(v.tokens[query])}; pick another above).")
-after = experiment_trace(v, experiment)
-table = next_token_change(v, trace, after, position=query)
-st.plotly_chart(change_figure(table, experiment, v.presenter))
-st.markdown(A.change_words(v, trace, after, experiment, position=query))
+if whatif.open:
+    with whatif:
+        st.subheader("What if?")
+        options = A.experiments(layer, head)
+        choice = st.radio("Change the model", range(len(options)), key="attention_whatif", horizontal=True,
+                          format_func=lambda i: A.experiment_label(options[i]))
+        experiment = options[choice]
+        query = token_picker(v, label="Query token")
+        st.caption(f"{A.WHATIF_TEXT[experiment[0]]} Below: the prediction for the word after the query token "
+                   f"({query}: {quote(v.tokens[query])}).")
+        after = experiment_trace(v, experiment)
+        table = next_token_change(v, trace, after, position=query)
+        st.plotly_chart(change_figure(table, experiment, v.presenter))
+        st.markdown(A.change_words(v, trace, after, experiment, position=query))
 
 step_nav("attention")

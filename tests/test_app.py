@@ -1,7 +1,9 @@
 """The whole app: the sidebar, the big picture page, URL state and strange input (AppTest, no browser)."""
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from conftest import open_page, page_text, type_text
+from conftest import APP, open_page, page_text, plotly_figures, type_text
+from explorer.attention import SECTIONS
 from explorer.state import DEFAULT_SENTENCE
 from explorer.steps import STEPS
 from model.checkpoint import load_bundled
@@ -48,6 +50,38 @@ def test_the_view_is_in_the_url_and_a_link_reopens_it():
     assert again.text_input(key="text").value == "roses are red"
     assert again.toggle(key="presenter").value is True
     assert "3 tokens" in page_text(again)
+
+
+def deep_link(slug: str, **query) -> AppTest:
+    """A session whose first run is page `slug` with these URL parameters (a link opened in a new tab)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    return at.switch_page(f"pages/{slug}.py").run()
+
+
+def test_the_open_section_is_in_the_url_and_a_link_reopens_it():
+    at = deep_link("attention", text="the dog chased the cat", section="Every head")
+    assert not at.exception
+    assert at.session_state["section_attention"] == "Every head"
+    assert [f["layout"]["title"]["text"] for f in plotly_figures(at)] == ["Every head in every layer"]
+    assert at.query_params["section"] == "Every head"
+    at.session_state["section_attention"] = "What if?"              # a click on another tab
+    at.run()
+    assert at.query_params["section"] == "What if?"
+    assert "section=What+if%3F" in at.get("code")[0].value            # the "copy a link" box
+    at.switch_page("pages/positions.py").run()                       # another page, then back: still open
+    assert "section" not in at.query_params
+    at.switch_page("pages/attention.py").run()
+    assert at.session_state["section_attention"] == "What if?"
+
+
+@pytest.mark.parametrize("section", ["no such tab", "<script>alert(1)</script>", "x" * 5000, ""])
+def test_an_unknown_section_in_a_link_opens_the_first_one(section):
+    at = deep_link("attention", section=section)
+    assert not at.exception
+    assert at.session_state["section_attention"] == SECTIONS[0]
+    assert len(plotly_figures(at)) == 3
 
 
 @pytest.mark.parametrize("query, notice", [

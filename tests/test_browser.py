@@ -54,13 +54,26 @@ def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
 
 
 def test_a_copied_link_reopens_the_same_view(tab, app_url):
-    open_view(tab, app_url, "attention", model="roses", text="roses are red", layer=1, head=1, token=2)
+    open_view(tab, app_url, "attention", model="roses", text="roses are red", layer=1, head=1, token=2,
+              section="Who looks at whom")
     sidebar = tab.locator("[data-testid='stSidebar']")
     assert sidebar.locator("input[aria-label='Model']").input_value() == "roses"
     assert sidebar.get_by_role("textbox", name="Sentence").input_value() == "roses are red"
     assert tab.locator("[data-testid='stException']").count() == 0
     assert selectbox_value(tab, "Layer") == "1"
     assert selectbox_value(tab, "Head") == "1"
+    assert selectbox_value(tab, "Query token") == "2: red"
+    expect(tab.get_by_role("tab", name="Who looks at whom")).to_have_attribute("aria-selected", "true")
+    expect(tab.locator(".gtitle").filter(has_text="Attention pattern of layer 1 head 1")).to_be_visible()
+
+
+def test_only_the_open_section_is_drawn_and_a_click_opens_another(tab, app_url):
+    open_view(tab, app_url, "attention", text="the cat sat on the mat")
+    expect(tab.locator(".js-plotly-plot")).to_have_count(3)                 # Q, K and V
+    tab.get_by_role("tab", name="Every head").click()
+    expect(tab.locator(".gtitle").filter(has_text="Every head in every layer")).to_be_visible()
+    expect(tab.locator(".js-plotly-plot")).to_have_count(1)
+    tab.wait_for_url(lambda url: "section=Every+head" in url)               # the link reopens this section
 
 
 def test_html_in_the_sentence_is_shown_as_text_and_never_runs(tab, app_url):

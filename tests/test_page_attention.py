@@ -41,6 +41,12 @@ def z_of(figure, index=0):
     return decode(figure["data"][index]["z"])
 
 
+def show(at, section: str):
+    """Open one of the page's sections (tabs), as a click on its tab does."""
+    at.session_state["section_attention"] = section
+    return at.run()
+
+
 # --- the page, as a student sees it ------------------------------------------------------------
 
 
@@ -49,10 +55,15 @@ def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
     assert not at.exception
     tr = default_trace()
     name = "blocks.1.attn"
+    assert len(plotly_figures(at)) == 3                   # only the open section is drawn: the first
     for title, key in (("Q: the questions", "q"), ("K: the labels", "k"), ("V: the answers", "v")):
         z = z_of(figure_titled(at, title))
         assert z.shape == (10, 16)
         np.testing.assert_allclose(z, tr[f"{name}.{key}"][0, 2].numpy(), rtol=1e-6)
+    text = page_text(at)
+    assert "classroom" in text and "Questions, labels and answers: layer 1, head 2" in text
+    show(at, "The four steps")
+    assert len(plotly_figures(at)) == 4
     scores = tr[f"{name}.scores"][0, 2].double().numpy()
     raw = z_of(figure_titled(at, "1. Raw scores q·k"))
     np.testing.assert_allclose(raw, tr[f"{name}.q"][0, 2].double().numpy() @ tr[f"{name}.k"][0, 2].double().numpy().T,
@@ -68,13 +79,11 @@ def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
     weights = z_of(figure_titled(at, "4. Softmax: the weights"))
     np.testing.assert_allclose(weights, tr[f"{name}.pattern"][0, 2].numpy(), rtol=1e-6)
     np.testing.assert_allclose(weights.sum(1), np.ones(10), rtol=1e-5)
-    text = page_text(at)
-    assert "classroom" in text and "Questions, labels and answers: layer 1, head 2" in text
-    assert "√K = √16 = 4" in text
+    assert "√K = √16 = 4" in page_text(at)
 
 
 def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights():
-    at = open_page("attention", layer=0, head=3, token=7)
+    at = show(open_page("attention", layer=0, head=3, token=7), "Who looks at whom")
     tr = default_trace()
     pattern = tr["blocks.0.attn.pattern"][0, 3].numpy()
     big = figure_titled(at, "Attention pattern of layer 0 head 3")
@@ -82,6 +91,8 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
     assert big["data"][0]["colorscale"][0][1] == "#440154"                   # Viridis, 0..1
     assert (big["data"][0]["zmin"], big["data"][0]["zmax"]) == (0, 1)
 
+    lines = figure_titled(at, "Who looks at whom")
+    show(at, "Every head")
     grid = figure_titled(at, "Every head in every layer")
     assert [t["name"] for t in grid["data"]] == [f"layer {l} head {h}" for l in range(2) for h in range(4)]
     for t in grid["data"]:
@@ -89,7 +100,6 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
         np.testing.assert_allclose(decode(t["z"]), tr[f"blocks.{l}.attn.pattern"][0, h].numpy(), rtol=1e-6)
     assert [a["text"] for a in grid["layout"]["annotations"]][:2] == ["layer 0 head 0", "layer 0 head 1"]
 
-    lines = figure_titled(at, "Who looks at whom")
     segments = 0
     for t in lines["data"][:-2]:                                             # the last two: token markers
         ys = list(t["y"])
@@ -107,7 +117,7 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
 
 
 def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
-    at = open_page("attention", layer=1, head=2, token=7)
+    at = show(open_page("attention", layer=1, head=2, token=7), "Who looks at whom")
     tr = default_trace()
     row = tr["blocks.1.attn.pattern"][0, 2, 7]
     top = row[:8].topk(3)
@@ -128,7 +138,7 @@ def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
 
 
 def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
-    at = open_page("attention", layer=1, head=2, token=6)          # predicting the word after "because"
+    at = show(open_page("attention", layer=1, head=2, token=6), "What if?")   # the word after "because"
     model, tr = tinytales().model, default_trace()
     ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
     vocab = tinytales().tokenizer.vocab
@@ -155,35 +165,40 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
 
 
 def test_changing_layer_and_head_redraws_from_the_trace():
-    at = open_page("attention")
+    at = show(open_page("attention"), "Who looks at whom")
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(3).run()
     assert not at.exception
     np.testing.assert_allclose(z_of(figure_titled(at, "Attention pattern of layer 1 head 3")),
                                default_trace()["blocks.1.attn.pattern"][0, 3].numpy(), rtol=1e-6)
+    show(at, "What if?")
     assert at.radio(key="attention_whatif").options[0] == "Knock out head 3 of layer 1"
 
 
 def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
     at = open_page("attention", presenter=1)
     assert not at.exception
-    assert "attention_math_key" not in {s.key for s in at.selectbox}
-    assert len(plotly_figures(at)) == 11
-    assert "“tired” puts" in page_text(at)
+    for section, charts in zip(A.SECTIONS, (3, 4, 2, 1, 1)):
+        show(at, section)
+        assert not at.exception and len(plotly_figures(at)) == charts
+        assert at.session_state["section_attention"] == section
+        if section == "Who looks at whom":
+            assert "attention_math_key" not in {s.key for s in at.selectbox}
+            assert "“tired” puts" in page_text(at)
 
 
 def test_strange_sentences_one_token_full_context_and_html_tokens():
-    at = open_page("attention")
+    at = show(open_page("attention"), "Who looks at whom")
     type_text(at, "the")
     assert not at.exception
     assert "It is the first token, so it can only look at itself." in page_text(at)
     assert z_of(figure_titled(at, "Attention pattern of layer 0 head 0")).tolist() == [[1.0]]
-    type_text(at, "the cat sat " * 12)                          # 36 words: the last 32 are kept
+    show(type_text(at, "the cat sat " * 12), "The four steps")     # 36 words: the last 32 are kept
     assert not at.exception
     masked = figure_titled(at, "3. Causal mask applied")
     assert z_of(masked).shape == (32, 32)
     assert masked["data"][0]["text"][0][1] == "−∞" and masked["data"][0]["text"][1][0] == ""   # no crowded numbers
-    type_text(at, "<b>bold</b> the cat")
+    show(type_text(at, "<b>bold</b> the cat"), "Who looks at whom")
     assert not at.exception
     lines = figure_titled(at, "Who looks at whom")
     queries = list(lines["data"][-2]["text"])
