@@ -43,7 +43,15 @@ def test_tinytales_knows_that_it_refers_back_to_the_cat():
 
 
 def test_the_roses_checkpoint_is_reproduced_by_the_training_command():
+    """Same recipe, same seed: the same losses and the same behaviour. Not the same bits: float sums
+    differ between CPU families (measured: an AMD EPYC and the Intel machine that trained the checkpoint
+    end 300 steps apart by up to 0.8 in a logit of about 10), so weights are compared by what they do."""
     bundled = load_bundled("roses")
     again = train_preset("roses", progress=False)
-    assert again.facts["val_loss"] == bundled.facts["val_loss"]
-    assert torch.allclose(again.model.predict([[1, 2, 3]]), bundled.model.predict([[1, 2, 3]]), atol=1e-5)
+    for fact in ("val_loss", "final_train_loss", "val_accuracy"):
+        assert abs(again.facts[fact] - bundled.facts[fact]) <= 0.002, fact
+    tok = bundled.tokenizer
+    ids = torch.tensor(tok.encode(roses_text(2)))[: 16][None]                  # (1, 16)
+    assert torch.equal(again.model.predict(ids).argmax(-1), bundled.model.predict(ids).argmax(-1))
+    poem = generate(again.model, tok.encode("roses"), 12)
+    assert tok.decode(tok.encode("roses") + poem.tokens) == ROSES
