@@ -17,7 +17,7 @@ from model.transformer import Trace
 from .layout import quote
 from model.checkpoint import BUNDLED
 
-from .plot import SEQUENTIAL, heatmap, labels, safe, style
+from .plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style
 from .state import View, bundled_model, trace_of
 from .whatif import Experiment
 
@@ -43,8 +43,10 @@ SECTIONS = ["Queries, keys, values", "The four steps", "Who looks at whom", "Eve
 
 QKV_TEXT = """\
 Each token's vector is multiplied by three learned matrices, giving its query (the question), key (the
-label) and value (the answer). Each head gets its own {K} numbers of each.
+label) and value (the answer). Each head gets its own {K} numbers of each: one row per token below, one
+column per number, on one colour scale (the same colour is the same number in all three).
 """
+QKV_TITLES = {"q": "Q: the questions", "k": "K: the labels", "v": "V: the answers"}
 
 STEP_CAPTIONS = (
     "**1. Match.** The dot product q·k of each query row with each key column: how well a question "
@@ -78,21 +80,11 @@ def head_values(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
 # --- figures ------------------------------------------------------------------------------------
 
 
-def qkv_figures(v: View, trace: Trace, layer: int, head: int) -> list[go.Figure]:
-    """Three T x K heatmaps: the queries, keys and values of one head."""
+def qkv_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
+    """The queries, keys and values of one head: three T x K heatmaps side by side in one figure."""
     values = head_values(trace, layer, head)
-    rows = labels(v.tokens)
-    figs = []
-    for key, what in (("q", "Q: the questions"), ("k", "K: the labels"), ("v", "V: the answers")):
-        m = values[key]
-        fig = heatmap(m, rows, [str(i) for i in range(m.shape[1])], title=what, row_title="token",
-                      col_title="dimension", value_name=key, presenter=v.presenter,
-                      height=max(260, 24 * len(rows) + 120))
-        if m.shape[1] > 8:
-            ticks = list(range(0, m.shape[1], 4))
-            fig.update_xaxes(tickvals=ticks, ticktext=[str(i) for i in ticks])
-        figs.append(fig)
-    return figs
+    return heatmap_panels([(QKV_TITLES[key], values[key]) for key in "qkv"], labels(v.tokens), row_title="token",
+                          col_title="dimension", presenter=v.presenter)
 
 
 def _step_heatmap(v: View, z: np.ndarray, title: str, value_name: str, signed: bool = True,
@@ -265,7 +257,7 @@ def grid_figure(v: View, trace: Trace, layer: int) -> go.Figure:
 
 
 def _head_figures(v, trace: Trace, layer: int, head: int) -> dict:
-    return {"qkv": qkv_figures(v, trace, layer, head), "steps": step_figures(v, trace, layer, head),
+    return {"qkv": qkv_figure(v, trace, layer, head), "steps": step_figures(v, trace, layer, head),
             "pattern": pattern_figure(v, trace, layer, head)}
 
 

@@ -68,3 +68,41 @@ def heatmap(values, rows: list[str], cols: list[str], *, title: str = "", row_ti
 def labels(tokens: list[str]) -> list[str]:
     """Axis labels for token positions: '0 the', '1 cat', ... (unique even when words repeat)."""
     return [f"{i} {t}" for i, t in enumerate(tokens)]     # heatmap() escapes them; escape elsewhere
+
+
+def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row_title: str = "",
+                   col_title: str = "", presenter: bool = False, height: int | None = None) -> go.Figure:
+    """Several (rows x columns) heatmaps side by side in ONE figure, sharing the row axis and one colour
+    scale (diverging, centred at 0): the same colour is the same number in every panel.
+
+    One figure instead of one per panel because the browser pays a fixed cost per Plotly chart on every
+    redraw (measured: three charts 0.44 s, the same three heatmaps in one chart 0.30 s, in one tab).
+    Each panel is a trace named by its title; hover shows the panel, row, column and exact value.
+    """
+    rows = [safe(r) for r in rows]
+    gap = 0.04
+    width = (1 - gap * (len(panels) - 1)) / len(panels)
+    largest = max(float(np.nanmax(np.abs(as_numpy(z)))) for _, z in panels) or 1.0
+    layout = dict(annotations=[], coloraxis=dict(colorscale=DIVERGING, cmin=-largest, cmax=largest,
+                                                  colorbar=dict(title=dict(text="value"))))
+    data = []
+    for n, (title, values) in enumerate(panels):
+        z = as_numpy(values).astype(float)
+        axis = "" if n == 0 else str(n + 1)
+        x0 = n * (width + gap)
+        cols = list(range(z.shape[1]))
+        every = 1 if len(cols) <= 8 else 4
+        layout[f"xaxis{axis}"] = dict(domain=[x0, min(1.0, x0 + width)], anchor="y", title=col_title,
+                                      tickvals=cols[::every], ticktext=[str(c) for c in cols[::every]])
+        layout["annotations"].append(dict(text=safe(title), x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
+                                          showarrow=False, yanchor="bottom", font=dict(size=20 if presenter else 14)))
+        data.append(go.Heatmap(
+            z=z, x=cols, y=list(range(len(rows))), xaxis=f"x{axis}", yaxis="y", coloraxis="coloraxis",
+            name=title, customdata=np.repeat(np.array(rows, dtype=object)[:, None], len(cols), axis=1),
+            hovertemplate=(f"{safe(title)}<br>{row_title or 'row'} %{{customdata}}<br>{col_title or 'column'} "
+                           "%{x}<br>value %{z:.4f}<extra></extra>")))
+    fig = go.Figure(data, layout=layout)
+    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=rows, title=row_title, autorange="reversed")
+    fig = style(fig, presenter, height or max(260, 24 * len(rows) + 120))
+    fig.update_layout(margin_t=40)                 # room for the panel titles
+    return fig

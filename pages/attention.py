@@ -21,8 +21,7 @@ qkv, steps, who, every, whatif = sections("attention", A.SECTIONS)
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
     qkv.markdown(A.QKV_TEXT.format(K=cfg.d_head))
-    for column, fig in zip(qkv.columns(3), A.head_figures(v, trace, layer, head)["qkv"]):
-        column.plotly_chart(fig)
+    qkv.plotly_chart(A.head_figures(v, trace, layer, head)["qkv"])
 
 if steps.open:
     steps.subheader(f"The four steps: layer {layer}, head {head}")

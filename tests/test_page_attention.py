@@ -3,6 +3,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
+import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
@@ -55,11 +56,17 @@ def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
     assert not at.exception
     tr = default_trace()
     name = "blocks.1.attn"
-    assert len(plotly_figures(at)) == 3                   # only the open section is drawn: the first
-    for title, key in (("Q: the questions", "q"), ("K: the labels", "k"), ("V: the answers", "v")):
-        z = z_of(figure_titled(at, title))
+    [qkv] = plotly_figures(at)                            # only the open section is drawn: the first
+    assert [t["name"] for t in qkv["data"]] == ["Q: the questions", "K: the labels", "V: the answers"]
+    assert [a["text"] for a in qkv["layout"]["annotations"]] == ["Q: the questions", "K: the labels", "V: the answers"]
+    for index, key in enumerate("qkv"):
+        z = z_of(qkv, index)
         assert z.shape == (10, 16)
         np.testing.assert_allclose(z, tr[f"{name}.{key}"][0, 2].numpy(), rtol=1e-6)
+    largest = max(float(tr[f"{name}.{key}"][0, 2].abs().max()) for key in "qkv")
+    scale = qkv["layout"]["coloraxis"]                    # one scale, centred at 0, for all three panels
+    assert scale["cmin"] == pytest.approx(-largest) and scale["cmax"] == pytest.approx(largest)
+    assert list(decode(qkv["layout"]["yaxis"]["ticktext"])) == [f"{i} {w}" for i, w in enumerate(DEFAULT_SENTENCE.split())]
     text = page_text(at)
     assert "classroom" in text and "Questions, labels and answers: layer 1, head 2" in text
     show(at, "The four steps")
@@ -178,7 +185,7 @@ def test_changing_layer_and_head_redraws_from_the_trace():
 def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
     at = open_page("attention", presenter=1)
     assert not at.exception
-    for section, charts in zip(A.SECTIONS, (3, 4, 2, 1, 1)):
+    for section, charts in zip(A.SECTIONS, (1, 4, 2, 1, 1)):
         show(at, section)
         assert not at.exception and len(plotly_figures(at)) == charts
         assert at.session_state["section_attention"] == section
