@@ -69,7 +69,9 @@ def test_a_copied_link_reopens_the_same_view(tab, app_url):
 
 def test_only_the_open_section_is_drawn_and_a_click_opens_another(tab, app_url):
     open_view(tab, app_url, "attention", text="the cat sat on the mat")
-    expect(tab.locator(".js-plotly-plot")).to_have_count(3)                 # Q, K and V
+    expect(tab.locator(".js-plotly-plot")).to_have_count(1)                 # Q, K and V: one figure
+    expect(tab.locator(".js-plotly-plot .annotation-text")).to_have_text(
+        ["Q: the questions", "K: the labels", "V: the answers"])
     tab.get_by_role("tab", name="Every head").click()
     expect(tab.locator(".gtitle").filter(has_text="Every head in every layer")).to_be_visible()
     expect(tab.locator(".js-plotly-plot")).to_have_count(1)
