@@ -94,7 +94,8 @@ def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row
         every = 1 if len(cols) <= 8 else 4
         layout[f"xaxis{axis}"] = dict(domain=[x0, min(1.0, x0 + width)], anchor="y", title=col_title,
                                       tickvals=cols[::every], ticktext=[str(c) for c in cols[::every]])
-        layout["annotations"].append(dict(text=safe(title), x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
+        shown = safe(title).replace(": ", ":<br>") if presenter else safe(title)   # large type: two lines
+        layout["annotations"].append(dict(text=shown, x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom", font=dict(size=20 if presenter else 14)))
         data.append(go.Heatmap(
             z=z, x=cols, y=list(range(len(rows))), xaxis=f"x{axis}", yaxis="y", coloraxis="coloraxis",
@@ -104,5 +105,5 @@ def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row
     fig = go.Figure(data, layout=layout)
     fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=rows, title=row_title, autorange="reversed")
     fig = style(fig, presenter, height or max(260, 24 * len(rows) + 120))
-    fig.update_layout(margin_t=40)                 # room for the panel titles
+    fig.update_layout(margin_t=70 if presenter else 40)       # room for the panel titles
     return fig
