@@ -259,6 +259,11 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3) -> None
             for page, sentence in zip(tabs, sentences):           # everyone explores the attention page
                 open_view(page, base, "attention", text=sentence)
             memory["exploring"] = rss_mb(server.pid)
+            # Students open the page, then type: let every tab draw its page in front and the machine settle
+            # first (measured without this, the first few updates wait for the other tabs' first drawing).
+            for page in tabs:
+                _look_at(page)
+            time.sleep(3)
             updates = {"no training": _typing_latencies(tabs, sentences, rounds=2, together=False)}
             # The trainers' own browsers would run on their own computers; here they share the 2 cores,
             # so their Chromium runs at idle priority to leave the server and the measured tab what a
