@@ -381,6 +381,17 @@ def _idle_priority(pids: set[int]) -> None:
                 pass
 
 
+VERBS = ["ran", "slept", "hid", "jumped"]      # words of the typed endings, in no benchmark sentence before
+
+# True once every Plotly chart on the page has drawn a label of the new sentence's verb ("14 ran"): every
+# attention figure labels its rows with the tokens, so this is the charts redrawn, not just the run ended.
+_CHARTS_SHOW = """verb => {
+  const charts = [...document.querySelectorAll('.js-plotly-plot')];
+  return charts.length > 0 && charts.every(chart =>
+    [...chart.querySelectorAll('text')].some(label => label.textContent.endsWith(' ' + verb)));
+}"""
+
+
 def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[float]:
     """Seconds from pressing Enter on a new sentence (a different one each round) to that tab's charts
     showing it; one visitor after another, or all tabs at the same instant."""
@@ -400,18 +411,6 @@ def _typing_latencies(tabs, sentences, rounds: int, together: bool) -> list[floa
             _look_at(page)
             latencies.append(_wait_redrawn(page, ending, pressed))
     return latencies
-
-
-
-VERBS = ["ran", "slept", "hid", "jumped"]      # words of the typed endings, in no benchmark sentence before
-
-# True once every Plotly chart on the page has drawn a label of the new sentence's verb ("14 ran"): every
-# attention figure labels its rows with the tokens, so this is the charts redrawn, not just the run ended.
-_CHARTS_SHOW = """verb => {
-  const charts = [...document.querySelectorAll('.js-plotly-plot')];
-  return charts.length > 0 && charts.every(chart =>
-    [...chart.querySelectorAll('text')].some(label => label.textContent.endsWith(' ' + verb)));
-}"""
 
 
 def _look_at(page) -> None:

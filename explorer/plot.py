@@ -71,7 +71,7 @@ def labels(tokens: list[str]) -> list[str]:
 
 
 def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row_title: str = "",
-                   col_title: str = "", presenter: bool = False, height: int | None = None) -> go.Figure:
+                   col_title: str = "", presenter: bool = False) -> go.Figure:
     """Several (rows x columns) heatmaps side by side in ONE figure, sharing the row axis and one colour
     scale (diverging, centred at 0): the same colour is the same number in every panel.
 
@@ -104,6 +104,6 @@ def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row
                            "%{x}<br>value %{z:.4f}<extra></extra>")))
     fig = go.Figure(data, layout=layout)
     fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=rows, title=row_title, autorange="reversed")
-    fig = style(fig, presenter, height or max(260, 24 * len(rows) + 120))
+    fig = style(fig, presenter, max(260, 24 * len(rows) + 120))
     fig.update_layout(margin_t=70 if presenter else 40)       # room for the panel titles
     return fig

@@ -189,6 +189,9 @@ def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
         show(at, section)
         assert not at.exception and len(plotly_figures(at)) == charts
         assert at.session_state["section_attention"] == section
+        if section == A.SECTIONS[0]:        # large panel titles go on two lines so they do not overlap
+            titles = [a["text"] for a in plotly_figures(at)[0]["layout"]["annotations"]]
+            assert titles == ["Q:<br>the questions", "K:<br>the labels", "V:<br>the answers"]
         if section == "Who looks at whom":
             assert "attention_math_key" not in {s.key for s in at.selectbox}
             assert "“tired” puts" in page_text(at)
