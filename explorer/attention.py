@@ -239,12 +239,17 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
 # --- cached figures: changing the query token or the what-if redraws nothing of these -----------
 
 
-def head_figures(v: View, trace: Trace, layer: int, head: int) -> dict:
-    """Q/K/V, the four steps and the large pattern of one head (cached per sentence for bundled models)."""
+HEAD_FIGURES = {"qkv": qkv_figure, "steps": step_figures, "pattern": pattern_figure}
+
+
+def head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
+    """One of a head's figures, "qkv", "steps" (a list of four) or "pattern"; cached per sentence for
+    bundled models. Only the open section's figure is built: building all three on every new sentence
+    was three quarters of the page's script run (measured with py-spy)."""
     if v.name in BUNDLED:
-        return _cached_head_figures(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head,
-                                    v.presenter)
-    return _head_figures(v, trace, layer, head)
+        return _cached_head_figure(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head,
+                                   v.presenter, which)
+    return HEAD_FIGURES[which](v, trace, layer, head)
 
 
 def grid_figure(v: View, trace: Trace, layer: int) -> go.Figure:
@@ -256,20 +261,15 @@ def grid_figure(v: View, trace: Trace, layer: int) -> go.Figure:
     return all_heads_figure(v, trace, layer)
 
 
-def _head_figures(v, trace: Trace, layer: int, head: int) -> dict:
-    return {"qkv": qkv_figure(v, trace, layer, head), "steps": step_figures(v, trace, layer, head),
-            "pattern": pattern_figure(v, trace, layer, head)}
-
-
 def _stand_in(name: str, tokens: tuple[str, ...], presenter: bool) -> SimpleNamespace:
     """What the builders read from a View: the tokens, presenter mode and the model's config."""
     return SimpleNamespace(name=name, bundle=bundled_model(name), tokens=list(tokens), presenter=presenter)
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
-def _cached_head_figures(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
-                         presenter: bool) -> dict:
-    return _head_figures(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
+def _cached_head_figure(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
+                        presenter: bool, which: str):
+    return HEAD_FIGURES[which](_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

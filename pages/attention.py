@@ -21,11 +21,11 @@ qkv, steps, who, every, whatif = sections("attention", A.SECTIONS)
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
     qkv.markdown(A.QKV_TEXT.format(K=cfg.d_head))
-    qkv.plotly_chart(A.head_figures(v, trace, layer, head)["qkv"])
+    qkv.plotly_chart(A.head_figure(v, trace, layer, head, "qkv"))
 
 if steps.open:
     steps.subheader(f"The four steps: layer {layer}, head {head}")
-    figures = A.head_figures(v, trace, layer, head)["steps"]
+    figures = A.head_figure(v, trace, layer, head, "steps")
     for row in (0, 2):
         for column, fig, caption in zip(steps.columns(2), figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
             column.plotly_chart(fig)
@@ -37,7 +37,7 @@ if who.open:
         query = token_picker(v, label="Query token")
         st.markdown(A.read_row(v, trace, layer, head, query))
         big, lines = st.columns([3, 2])
-        big.plotly_chart(A.head_figures(v, trace, layer, head)["pattern"])
+        big.plotly_chart(A.head_figure(v, trace, layer, head, "pattern"))
         lines.plotly_chart(A.lines_figure(v, trace, layer, head, query))
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
         with math_panel():
