@@ -105,7 +105,22 @@ def test_screenshots_of_every_page_for_the_readme(tab, app_url, presenter):
         if step.slug not in WITHOUT_CHARTS | {LAB.slug}:
             assert rendered_plots(tab) > 0, step.slug
         tab.wait_for_timeout(500)
+        # Streamlit scrolls inside its own container, so a "full page" screenshot stops at the window:
+        # make the window as tall as the page's content instead, then shoot it whole.
+        height = 900
+        for _ in range(4):                # charts drawn only once visible can make the page grow again
+            if (height := tab.evaluate(_CONTENT_HEIGHT)) == tab.viewport_size["height"]:
+                break
+            tab.set_viewport_size({"width": 1280, "height": min(height, 8000)})
+            tab.wait_for_timeout(800)
+        assert tab.viewport_size["height"] == min(tab.evaluate(_CONTENT_HEIGHT), 8000), step.slug  # all of it
         path = SHOTS / f"{step.slug}{'-presenter' if presenter else ''}.png"
-        tab.screenshot(path=str(path), full_page=True)
+        tab.screenshot(path=str(path))
+        tab.set_viewport_size({"width": 1280, "height": 900})
         assert path.stat().st_size > 20_000, f"{path.name} looks empty"
         assert tab.locator("[data-testid='stException']").count() == 0, step.slug
+
+
+# The height of the page's content: the tallest of Streamlit's scrolling main area and the document.
+_CONTENT_HEIGHT = """() => Math.max(document.documentElement.scrollHeight,
+  ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer]')].map(e => e.scrollHeight))"""

@@ -249,3 +249,24 @@ def test_lines_leave_out_tiny_weights_and_read_row_names_repeated_words():
     text = A.read_row(v, v.trace, 0, 0, 3)
     assert "“b” (position 3) puts" in text
     assert math.isclose(sum(w for _, w in A.top_keys(v.trace, 0, 0, 3, k=4)), 1.0, rel_tol=1e-5)
+
+
+def test_a_new_sentence_builds_only_the_open_sections_head_figure(monkeypatch):
+    built = []
+
+    def counting(which):
+        original = A.HEAD_FIGURES[which]
+
+        def build(*args):
+            built.append(which)
+            return original(*args)
+        return build
+
+    for which in list(A.HEAD_FIGURES):
+        monkeypatch.setitem(A.HEAD_FIGURES, which, counting(which))
+    at = open_page("attention")
+    assert not at.exception and built == ["qkv"]          # the default section: Q, K and V only
+    type_text(at, "the dog ran to the old tree")
+    assert built == ["qkv", "qkv"]
+    show(at, "The four steps")
+    assert built == ["qkv", "qkv", "steps"] and len(plotly_figures(at)) == 4
