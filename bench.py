@@ -319,9 +319,9 @@ def _p95(values) -> float:
 
 
 
-def bench_contention(updates: int = 10) -> None:
-    """Server-side cost of one visitor's update (a new sentence on the attention page, the heaviest),
-    alone and while two trainings tick in other threads of the same process (as on the server)."""
+def bench_contention(updates: int = 10, slug: str = "feedforward") -> None:
+    """Server-side cost of one visitor's update (a new sentence on page `slug`; feed-forward has the
+    slowest script run), alone and while two trainings tick in other threads of the same process."""
     import threading
 
     from streamlit.testing.v1 import AppTest
@@ -331,7 +331,7 @@ def bench_contention(updates: int = 10) -> None:
     _pages_run_through_the_entry_point()
     at = AppTest.from_file(str(Path(__file__).resolve().parent / "streamlit_app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/attention.py").run()
+    at.switch_page(f"pages/{slug}.py").run()
 
     def updates_median(salt: str) -> float:
         times = []
@@ -359,7 +359,7 @@ def bench_contention(updates: int = 10) -> None:
     stop.set()
     for thread in threads:
         thread.join()
-    print(f"server   server-side script run for a new sentence on the attention page: {alone * 1e3:.0f} ms alone, "
+    print(f"server   server-side script run for a new sentence on the {slug} page: {alone * 1e3:.0f} ms alone, "
           f"{busy * 1e3:.0f} ms while 2 trainings tick in the same process (medians of {updates})")
 
 

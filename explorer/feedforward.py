@@ -39,8 +39,14 @@ The notebook lookup has three moves:
    added to the token's running notebook (the residual stream, next step).
 
 Because each token is processed separately, the order of the tokens does not matter here: the same
-vector always gives the same result, wherever it sits in the sentence.
+vector always gives the same result, wherever it sits in the sentence. Walk through the tabs below
+from left to right: the three moves, which neurons fire, the strongest neurons of one token, how many
+values the bend switches off, and what the model guesses without this layer.
 """
+
+# The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
+SECTIONS = ["Expand, activate, contract", "Which neurons fire", "The strongest neurons", "Switched off",
+            "What if?"]
 
 HEATMAP_TEXT = {
     "relu": "ReLU never goes below 0, so every cell is 0 (dark) or positive: a neuron is either off or on.",

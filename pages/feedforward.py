@@ -1,12 +1,12 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
-from explorer.feedforward import (HEATMAP_TEXT, SLUG, TEXT, activation_name, activations_figure,
+from explorer.feedforward import (HEATMAP_TEXT, SECTIONS, SLUG, TEXT, activation_name, activations_figure,
                                   change_in_words, experiment, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
 from explorer.layout import (explanation, layer_picker, math_panel, page_header, quote, require_trace,
-                             step_nav, token_picker)
+                             sections, step_nav, token_picker)
 from explorer.state import view
 from explorer.whatif import change_figure, experiment_trace, next_token_change
 
@@ -21,54 +21,63 @@ picker, note = st.columns([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"Layer {layer} of {cfg.n_layers}: every token's {cfg.d_model} numbers go through "
              f"{cfg.d_ff} neurons and come back as {cfg.d_model} numbers.")
+shapes, fire, strongest, off_section, whatif = sections(SLUG, SECTIONS)
 
-st.subheader("Expand, activate, contract")
-st.plotly_chart(shapes_figure(v, layer))
+if shapes.open:
+    shapes.subheader("Expand, activate, contract")
+    shapes.plotly_chart(shapes_figure(v, layer))
 
-st.subheader("Which neurons fire for which token")
-st.plotly_chart(activations_figure(v, layer))
-st.caption(f"Each row is one token, each column one of the {cfg.d_ff} neurons. "
-           + HEATMAP_TEXT[cfg.activation] + " Hover for exact values.")
+if fire.open:
+    fire.subheader("Which neurons fire for which token")
+    fire.plotly_chart(activations_figure(v, layer))
+    fire.caption(f"Each row is one token, each column one of the {cfg.d_ff} neurons. "
+                 + HEATMAP_TEXT[cfg.activation] + " Hover for exact values.")
 
-st.subheader("The strongest neurons for one token")
-token = token_picker(v, st.columns([1, 3])[0])
-table = top_neurons(v, layer, token)
-side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
-left, right = st.columns(2) if side_by_side else (st.container(), st.container())
-left.plotly_chart(top_neurons_figure(v, layer, token, table))
-right.plotly_chart(top_neurons_everywhere_figure(v, layer, token, table))
-st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: the same "
-           "neurons for every token of the sentence. Hover a bar to see the other tokens that fire it at least "
-           "half as strongly.")
+if strongest.open:
+    with strongest:
+        st.subheader("The strongest neurons for one token")
+        token = token_picker(v, st.columns([1, 3])[0])
+        table = top_neurons(v, layer, token)
+        side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
+        left, right = st.columns(2) if side_by_side else (st.container(), st.container())
+        left.plotly_chart(top_neurons_figure(v, layer, token, table))
+        right.plotly_chart(top_neurons_everywhere_figure(v, layer, token, table))
+        st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
+                   "the same neurons for every token of the sentence. Hover a bar to see the other tokens that "
+                   "fire it at least half as strongly.")
+        with math_panel():
+            j = int(table["neuron"].iloc[0])
+            m = neuron_math(v, layer, token, j)
+            st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
+                        f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
+                        f"with row {j} of W_in (a weight matrix of {cfg.d_ff} × {cfg.d_model}), plus a bias:")
+            for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
+                st.latex(line)
+            terms = neuron_terms(m)
+            st.dataframe(terms, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                                for c in terms.columns if c != "d"})
+            st.caption(f"The model's own trace recorded mlp.pre = {m.traced_pre:.4f} and mlp.post = "
+                       f"{m.traced_post:.4f} for this token and neuron.")
 
-st.subheader(f"What {act} switches off")
-off = zeroed(v, layer)
-number, words = st.columns([1, 2] if v.presenter else [1, 3], vertical_alignment="center")
-number.metric("Switched off", f"{off.share:.1%}", border=True)
-words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff} neurons) "
-               f"in layer {layer} are {off.rule}. Only the rest carry a signal on to W_out.")
-st.plotly_chart(histogram_figure(v, layer))
+if off_section.open:
+    with off_section:
+        st.subheader(f"What {act} switches off")
+        off = zeroed(v, layer)
+        number, words = st.columns([1, 2] if v.presenter else [1, 3], vertical_alignment="center")
+        number.metric("Switched off", f"{off.share:.1%}", border=True)
+        words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff} "
+                       f"neurons) in layer {layer} are {off.rule}. Only the rest carry a signal on to W_out.")
+        st.plotly_chart(histogram_figure(v, layer))
 
-st.subheader("What if this layer had no feed-forward network?")
-st.caption(f"The model runs again with layer {layer}'s FFN output set to zero; the bars compare its guesses "
-           f"for the token after {quote(v.tokens[token])} (the token chosen above).")
-after = experiment_trace(v, experiment(layer))
-change = next_token_change(v, trace, after, position=token)
-st.markdown(change_in_words(v, trace, after, layer, position=token))
-st.plotly_chart(change_figure(change, experiment(layer), v.presenter))
-
-with math_panel():
-    j = int(table["neuron"].iloc[0])
-    m = neuron_math(v, layer, token, j)
-    st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
-                f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
-                f"with row {j} of W_in (a weight matrix of {cfg.d_ff} × {cfg.d_model}), plus a bias:")
-    for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
-        st.latex(line)
-    terms = neuron_terms(m)
-    st.dataframe(terms, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                        for c in terms.columns if c != "d"})
-    st.caption(f"The model's own trace recorded mlp.pre = {m.traced_pre:.4f} and mlp.post = {m.traced_post:.4f} "
-               f"for this token and neuron.")
+if whatif.open:
+    with whatif:
+        st.subheader("What if this layer had no feed-forward network?")
+        token = token_picker(v, st.columns([1, 3])[0])
+        st.caption(f"The model runs again with layer {layer}'s FFN output set to zero; the bars compare its "
+                   f"guesses for the token after {quote(v.tokens[token])}.")
+        after = experiment_trace(v, experiment(layer))
+        change = next_token_change(v, trace, after, position=token)
+        st.markdown(change_in_words(v, trace, after, layer, position=token))
+        st.plotly_chart(change_figure(change, experiment(layer), v.presenter))
 
 step_nav(SLUG)

@@ -47,6 +47,12 @@ def open_page(slug: str = "home", **query) -> AppTest:
     return at
 
 
+def show_section(at: AppTest, slug: str, section: str) -> AppTest:
+    """Open one of a page's sections (tabs), as a click on its tab does."""
+    at.session_state[f"section_{slug}"] = section
+    return at.run()
+
+
 def type_text(at: AppTest, text: str) -> AppTest:
     """Type a sentence into the sidebar and press Enter."""
     at.text_input(key="text").set_value(text).run()

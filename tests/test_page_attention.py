@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
+from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import attention as A
 from explorer.state import DEFAULT_SENTENCE, View
 from explorer.whatif import edits_for
@@ -43,9 +43,7 @@ def z_of(figure, index=0):
 
 
 def show(at, section: str):
-    """Open one of the page's sections (tabs), as a click on its tab does."""
-    at.session_state["section_attention"] = section
-    return at.run()
+    return show_section(at, "attention", section)
 
 
 # --- the page, as a student sees it ------------------------------------------------------------

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, type_text
+from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import feedforward as ff
 from explorer.state import DEFAULT_SENTENCE, View
 from explorer.whatif import edits_for
@@ -46,19 +46,27 @@ def tiny_relu_bundle(d_ff: int = 64, **changes) -> Bundle:
 
 # ---------------------------------------------------------------- the page, through the app
 
+def show(at, section: str):
+    return show_section(at, "feedforward", section)
+
+
 def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatmap():
     at = open_page("feedforward", layer=1)
     assert not at.exception
     text = page_text(at)
     assert "notebook" in text and "privately" in text
     trace = load_bundled("tinytales").model.run(load_bundled("tinytales").tokenizer.encode(DEFAULT_SENTENCE))
-    shapes = figure_titled(at, "Expand, activate, contract: layer 1")
+    [shapes] = plotly_figures(at)                  # only the open section is drawn: the first
+    assert shapes["layout"]["title"]["text"].startswith("Expand, activate, contract: layer 1")
     notes = " ".join(a["text"] for a in shapes["layout"]["annotations"])
     for name, shape in [("mlp.in", "10 × 64"), ("mlp.pre", "10 × 256"), ("mlp.post", "10 × 256"),
                         ("mlp.out", "10 × 64")]:
         assert f"<b>{name}</b><br>{shape}" in notes
     assert "W_in<br>64 → 256" in notes and "GELU" in notes and "W_out<br>256 → 64" in notes
 
+    show(at, "Which neurons fire")
+    assert not at.exception and len(plotly_figures(at)) == 1
+    text = page_text(at)
     heat = figure_titled(at, "Neuron activations (mlp.post), layer 1")
     z = decode(heat["data"][0]["z"])
     np.testing.assert_allclose(z, trace["blocks.1.mlp.post"][0].numpy(), rtol=1e-6, atol=1e-6)
@@ -67,8 +75,8 @@ def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatma
 
 
 def test_strongest_neurons_for_the_chosen_token_are_the_real_top_ten():
-    at = open_page("feedforward", layer=0, token=1)
-    assert not at.exception
+    at = show(open_page("feedforward", layer=0, token=1), "The strongest neurons")
+    assert not at.exception and len(plotly_figures(at)) == 2
     bundle = load_bundled("tinytales")
     post = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))["blocks.0.mlp.post"][0]
     top = post[1].topk(10)
@@ -87,7 +95,7 @@ def test_strongest_neurons_for_the_chosen_token_are_the_real_top_ten():
 
 
 def test_the_share_switched_off_and_the_histogram_are_counted_from_the_trace():
-    at = open_page("feedforward", layer=0)
+    at = show(open_page("feedforward", layer=0), "Switched off")
     bundle = load_bundled("tinytales")
     trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
     pre, post = trace["blocks.0.mlp.pre"][0], trace["blocks.0.mlp.post"][0]
@@ -103,7 +111,7 @@ def test_the_share_switched_off_and_the_histogram_are_counted_from_the_trace():
 
 
 def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
-    at = open_page("feedforward", layer=1, token=3)
+    at = show(open_page("feedforward", layer=1, token=3), "What if?")
     assert not at.exception
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
@@ -122,7 +130,7 @@ def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
 
 
 def test_show_the_math_writes_out_the_strongest_neuron_with_real_numbers():
-    at = open_page("feedforward", layer=0, token=9)
+    at = show(open_page("feedforward", layer=0, token=9), "The strongest neurons")
     bundle = load_bundled("tinytales")
     trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
     j = int(trace["blocks.0.mlp.post"][0, 9].argmax())
@@ -137,20 +145,20 @@ def test_show_the_math_writes_out_the_strongest_neuron_with_real_numbers():
 
 
 def test_relu_model_counts_exact_zeros_and_uses_a_non_negative_scale():
-    at = open_page("feedforward", model="roses", text="roses are red violets are")
+    at = show(open_page("feedforward", model="roses", text="roses are red violets are"), "Switched off")
     assert not at.exception
     bundle = load_bundled("roses")
     post = bundle.model.run(bundle.tokenizer.encode("roses are red violets are"))["blocks.0.mlp.post"][0]
     zeros = int((post == 0).sum())
     text = page_text(at)
     assert f"{zeros:,} of {post.numel():,}" in text and "exactly 0 after ReLU" in text
-    heat = figure_titled(at, "Neuron activations")["data"][0]
+    heat = figure_titled(show(at, "Which neurons fire"), "Neuron activations")["data"][0]
     assert "zmid" not in heat and decode(heat["z"]).min() >= 0 and heat["zmin"] == 0   # ReLU: 0 is the bottom
-    assert "max(0," in "\n".join(str(e.value) for e in at.latex)
+    assert "max(0," in "\n".join(str(e.value) for e in show(at, "The strongest neurons").latex)
 
 
 def test_strange_tokens_stay_text_and_the_page_works_at_the_context_limit():
-    at = open_page("feedforward")
+    at = show(open_page("feedforward"), "The strongest neurons")
     type_text(at, "<b>x</b> the cat 🐈")
     assert not at.exception
     ticks = figure_titled(at, "Where else these neurons fire")["layout"]["xaxis"]["ticktext"]
@@ -160,11 +168,11 @@ def test_strange_tokens_stay_text_and_the_page_works_at_the_context_limit():
     assert title == "Strongest neurons for token 1 b (layer 0)"
     at.selectbox(key="token").set_value(0).run()
     assert figure_titled(at, "Strongest neurons")["layout"]["title"]["text"].endswith("token 0 &lt; (layer 0)")
-    type_text(at, ("the dog saw a cat . " * 400)[:2000])
+    show(type_text(at, ("the dog saw a cat . " * 400)[:2000]), "Which neurons fire")
     assert not at.exception
     heat = figure_titled(at, "Neuron activations")
     assert decode(heat["data"][0]["z"]).shape == (32, 256)
-    assert "32 tokens × 256 neurons" in page_text(at)
+    assert "32 tokens × 256 neurons" in page_text(show(at, "Switched off"))
     type_text(at, "")
     assert "Type a sentence first" in page_text(at) and not at.exception
 
@@ -213,3 +221,12 @@ def test_percentages_show_enough_decimals_to_differ(tinytales):
     same = ff.change_in_words(view, view.trace, view.trace, 0)
     assert "hardly matters" in same
     assert math.isfinite(ff.neuron_math(view, 1, 0, 0).pre)
+
+
+def test_each_section_draws_only_its_own_charts_in_both_modes():
+    for presenter in (0, 1):
+        at = open_page("feedforward", presenter=presenter)
+        for section, charts in zip(ff.SECTIONS, (1, 1, 2, 1, 1)):
+            show(at, section)
+            assert not at.exception and len(plotly_figures(at)) == charts, section
+            assert at.session_state["section_feedforward"] == section
