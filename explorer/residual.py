@@ -38,9 +38,12 @@ divides by the typical size (root mean square). In a **pre-norm** model (GPT-2 a
 each sublayer reads a normalized copy while the stream itself keeps growing; in a **post-norm** model
 (the 2017 paper) the stream is normalized after each addition.
 
-The **logit lens** at the bottom asks the notebook at every stage: "if the model had to answer now,
-what would it guess?"
+The **logit lens** (the last tab) asks the notebook at every stage: "if the model had to answer now,
+what would it guess?" Walk through the tabs below from left to right.
 """
+
+# The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
+SECTIONS = ["How one block is wired", "Stream size", "What a layer adds", "Normalization", "Logit lens"]
 
 NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm", "none": "no norm"}
 ANALOGY_TEXT = {

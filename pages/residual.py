@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer.layout import (explanation, layer_picker, math_panel, page_header, quote, require_trace,
-                             step_nav, token_picker)
-from explorer.residual import (NORM_NAMES, SLUG, TEXT, block_figure, contributions, contributions_figure,
+                             sections, step_nav, token_picker)
+from explorer.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_figure, lens_in_words, logit_lens, math_latex, math_table,
                                norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
 from explorer.state import view
@@ -19,76 +19,89 @@ layer = layer_picker(v, picker)
 note.caption(f"This model: {cfg.n_layers} layers, a stream of {cfg.d_model} numbers per token, "
              f"{NORM_NAMES[cfg.norm]}" + (f", {cfg.norm_position}-norm." if cfg.norm != "none" else "."))
 
-st.subheader("How one block is wired")
-st.plotly_chart(block_figure(v, layer))
-st.markdown(diagram_caption(v))
+wired, size, adds, norm, lens = sections(SLUG, SECTIONS)
 
-st.subheader("How big the stream is, stage by stage")
-st.plotly_chart(stream_norms_figure(v))
-st.caption("Each cell is the length (L2 norm) of one token's vector in the stream after a stage: the "
-           "embedding, then each layer after attention and after the FFN have added their notes.")
+if wired.open:
+    with wired:
+        st.subheader("How one block is wired")
+        st.plotly_chart(block_figure(v, layer))
+        st.markdown(diagram_caption(v))
 
-st.subheader(f"What layer {layer} adds")
-st.plotly_chart(contributions_figure(v, layer))
-added = contributions(v, layer)
-st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
-           f"{added['resid_pre'].mean():.2f} long, and the FFN adds one {added['mlp.out'].mean():.2f} long to a stream "
-           f"{added['resid_mid'].mean():.2f} long (averages over the {len(v.tokens)} tokens).")
+if size.open:
+    with size:
+        st.subheader("How big the stream is, stage by stage")
+        st.plotly_chart(stream_norms_figure(v))
+        st.caption("Each cell is the length (L2 norm) of one token's vector in the stream after a stage: the "
+                   "embedding, then each layer after attention and after the FFN have added their notes.")
 
-st.subheader("Before and after normalization")
-steps = norm_steps(v, layer)
-if not steps:
-    st.info("This model has no normalization layers: each sublayer reads the stream as it is.",
-            icon=":material/info:")
-    token = None
-else:
-    left, right = st.columns([1, 2])
-    with left:
-        token = token_picker(v)
-    options = {s.key: s for s in steps}
-    if st.session_state.get("residual_norm") not in options:
-        st.session_state["residual_norm"] = steps[0].key
-    chosen = right.radio("Which norm", list(options), key="residual_norm", horizontal=True,
-                         format_func=lambda key: options[key].label)
-    step = options[chosen]
-    m = norm_math(v, step, token)
-    st.plotly_chart(norm_scatter_figure(v, m, step, token))
-    stats = norm_stats(m)
-    st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                        for c in ("mean", "variance", "RMS", "L2 norm")})
-    if m.kind == "layer":
-        st.caption(f"LayerNorm takes {step.x_name} and centres and rescales it: before the learned gain and bias, "
-                   "the vector has mean 0 and variance 1 (up to the tiny ε). The real output "
-                   f"({step.y_name}) then has each dimension stretched and shifted by learned amounts, so its "
-                   "mean and variance are no longer exactly 0 and 1.")
-    else:
-        st.caption(f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned gain, "
-                   f"its RMS is 1. The real output ({step.y_name}) is then stretched by a learned gain per dimension.")
+if adds.open:
+    with adds:
+        st.subheader(f"What layer {layer} adds")
+        st.plotly_chart(contributions_figure(v, layer))
+        added = contributions(v, layer)
+        st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
+                   f"{added['resid_pre'].mean():.2f} long, and the FFN adds one {added['mlp.out'].mean():.2f} "
+                   f"long to a stream {added['resid_mid'].mean():.2f} long (averages over the {len(v.tokens)} "
+                   "tokens).")
 
-st.subheader("The logit lens: what would the model guess at each stage?")
-with_mid = True
-if not v.presenter:
-    with_mid = st.toggle("Also read the stream after attention (resid_mid)", value=True, key="residual_lens_mid")
-lens = logit_lens(v, with_mid)
-st.plotly_chart(lens_figure(v, lens))
-st.markdown(lens_in_words(v, lens))
-st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, exactly "
-           "as the real output does, and shows the likeliest next token and its probability. The last column is "
-           "the model's real prediction.")
+if norm.open:
+    with norm:
+        st.subheader("Before and after normalization")
+        steps = norm_steps(v, layer)
+        if not steps:
+            st.info("This model has no normalization layers: each sublayer reads the stream as it is.",
+                    icon=":material/info:")
+        else:
+            left, right = st.columns([1, 2])
+            with left:
+                token = token_picker(v)
+            options = {s.key: s for s in steps}
+            if st.session_state.get("residual_norm") not in options:
+                st.session_state["residual_norm"] = steps[0].key
+            chosen = right.radio("Which norm", list(options), key="residual_norm", horizontal=True,
+                                 format_func=lambda key: options[key].label)
+            step = options[chosen]
+            m = norm_math(v, step, token)
+            st.plotly_chart(norm_scatter_figure(v, m, step, token))
+            stats = norm_stats(m)
+            st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                                for c in ("mean", "variance", "RMS", "L2 norm")})
+            if m.kind == "layer":
+                st.caption(f"LayerNorm takes {step.x_name} and centres and rescales it: before the learned gain "
+                           "and bias, the vector has mean 0 and variance 1 (up to the tiny ε). The real output "
+                           f"({step.y_name}) then has each dimension stretched and shifted by learned amounts, so "
+                           "its mean and variance are no longer exactly 0 and 1.")
+            else:
+                st.caption(f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned "
+                           f"gain, its RMS is 1. The real output ({step.y_name}) is then stretched by a learned gain "
+                           "per dimension.")
+        with math_panel():
+            if not steps:
+                st.markdown("This model has no normalization, so there is nothing to work out here.")
+            else:
+                st.markdown(f"{NORM_NAMES[m.kind]} for token {token} {quote(v.tokens[token])}, {step.label} in "
+                            f"layer {layer}: its input is {step.x_name}, its output {step.y_name}.")
+                for line in math_latex(m):
+                    st.latex(line)
+                table = math_table(m)
+                st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                                    for c in table.columns if c != "d"})
+                worst = float(abs(m.y - m.traced).max())
+                st.caption(f"The first {len(table)} of {len(m.x)} dimensions. Recomputed here, the output matches "
+                           f"the model's trace to within {worst:.1e}.")
 
-with math_panel():
-    if not steps:
-        st.markdown("This model has no normalization, so there is nothing to work out here.")
-    else:
-        st.markdown(f"{NORM_NAMES[m.kind]} for token {token} {quote(v.tokens[token])}, {step.label} in layer "
-                    f"{layer}: its input is {step.x_name}, its output {step.y_name}.")
-        for line in math_latex(m):
-            st.latex(line)
-        table = math_table(m)
-        st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                            for c in table.columns if c != "d"})
-        worst = float(abs(m.y - m.traced).max())
-        st.caption(f"The first {len(table)} of {len(m.x)} dimensions. Recomputed here, the output matches "
-                   f"the model's trace to within {worst:.1e}.")
+if lens.open:
+    with lens:
+        st.subheader("The logit lens: what would the model guess at each stage?")
+        with_mid = True
+        if not v.presenter:
+            with_mid = st.toggle("Also read the stream after attention (resid_mid)", value=True,
+                                 key="residual_lens_mid")
+        readings = logit_lens(v, with_mid)
+        st.plotly_chart(lens_figure(v, readings))
+        st.markdown(lens_in_words(v, readings))
+        st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "
+                   "exactly as the real output does, and shows the likeliest next token and its probability. The "
+                   "last column is the model's real prediction.")
 
 step_nav(SLUG)

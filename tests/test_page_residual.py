@@ -4,7 +4,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import APP, decode, figure_titled, open_page, page_text, type_text
+from conftest import APP, decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import residual as rs
 from explorer.layout import quote
 from explorer.state import DEFAULT_SENTENCE, View
@@ -62,21 +62,25 @@ def open_with_model(bundle: Bundle, text: str, **query) -> AppTest:
 
 # ---------------------------------------------------------------- the page, through the app
 
+def show(at, section: str):
+    return show_section(at, "residual", section)
+
+
 def test_stream_size_and_what_each_sublayer_adds_are_the_real_norms():
     at = open_page("residual", layer=1)
     assert not at.exception
     _, trace = tinytales_trace()
     text = page_text(at)
     assert "shared notebook" in text and "standard scale" in text
-    sizes = figure_titled(at, "Size of the residual stream (L2 norm)")
+    sizes = figure_titled(show(at, "Stream size"), "Size of the residual stream (L2 norm)")
     expected = np.stack([trace[name][0].norm(dim=-1).numpy() for name in STAGES], axis=1)     # (T, S)
     np.testing.assert_allclose(decode(sizes["data"][0]["z"]), expected, rtol=1e-6)
     assert list(sizes["layout"]["xaxis"]["ticktext"]) == ["embed.out", "L0 + attention", "L0 + FFN",
                                                           "L1 + attention", "L1 + FFN"]
-    bars = figure_titled(at, "What layer 1 adds to the stream")["data"]
+    bars = figure_titled(show(at, "What a layer adds"), "What layer 1 adds to the stream")["data"]
     for bar, name in zip(bars, ["resid_pre", "attn.out", "resid_mid", "mlp.out"]):
         np.testing.assert_allclose(decode(bar["y"]), trace[f"blocks.1.{name}"][0].norm(dim=-1).numpy(), rtol=1e-6)
-    assert f"attention adds a vector {trace['blocks.1.attn.out'][0].norm(dim=-1).mean():.2f} long" in text
+    assert f"attention adds a vector {trace['blocks.1.attn.out'][0].norm(dim=-1).mean():.2f} long" in page_text(at)
 
 
 def test_the_diagram_shows_this_models_pre_norm_wiring():
@@ -90,7 +94,7 @@ def test_the_diagram_shows_this_models_pre_norm_wiring():
 
 
 def test_before_and_after_the_norm_for_the_chosen_token_and_layer():
-    at = open_page("residual", layer=1, token=2)
+    at = show(open_page("residual", layer=1, token=2), "Normalization")
     at.radio(key="residual_norm").set_value("norm2").run()
     assert not at.exception
     bundle, trace = tinytales_trace()
@@ -118,7 +122,7 @@ def test_before_and_after_the_norm_for_the_chosen_token_and_layer():
 
 
 def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
-    at = open_page("residual")
+    at = show(open_page("residual"), "Logit lens")
     bundle, trace = tinytales_trace()
     lens = figure_titled(at, "Logit lens")
     data = lens["data"][0]
@@ -141,7 +145,7 @@ def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
 
 
 def test_presenter_mode_hides_the_lens_option_and_keeps_every_figure():
-    at = open_page("residual", presenter=1)
+    at = show(open_page("residual", presenter=1), "Logit lens")
     assert not at.exception
     assert not [t for t in at.toggle if t.key == "residual_lens_mid"]
     assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (10, 5)
@@ -155,6 +159,7 @@ def test_a_post_norm_rms_model_shows_its_own_wiring_and_norms():
     assert boxes["RMSNorm<br>norm1"] == boxes["RMSNorm<br>norm2"] == 1      # post-norm: on the stream itself
     assert boxes["attention"] == boxes["FFN"] == 0 and "resid_mid<br>4 × 16" in boxes
     assert "post-norm" in page_text(at)
+    show(at, "Normalization")
     assert [o for o in at.radio(key="residual_norm").options] == ["norm1, after attention is added",
                                                                   "norm2, after the FFN is added"]
     trace = bundle.model.run(bundle.tokenizer.encode("roses are red violets"))
@@ -164,21 +169,22 @@ def test_a_post_norm_rms_model_shows_its_own_wiring_and_norms():
     np.testing.assert_allclose(decode(scatter[1]["y"]), trace["blocks.0.resid_mid"][0, 1].numpy(), rtol=1e-5)
     stats = at.dataframe[0].value.set_index("vector")
     assert stats.loc["normalized, before gain and bias", "RMS"] == pytest.approx(1, abs=1e-3)
-    lens = decode(figure_titled(at, "Logit lens")["data"][0]["z"])
+    lens = decode(figure_titled(show(at, "Logit lens"), "Logit lens")["data"][0]["z"])
     np.testing.assert_allclose(lens[:, -1], torch.softmax(trace["logits"][0], -1).max(-1).values.numpy(), rtol=1e-5)
 
 
 def test_a_model_without_normalization_says_so():
     at = open_with_model(random_bundle(norm="none"), "roses are red")
     assert not at.exception, at.exception
-    text = page_text(at)
+    boxes = set(diagram_boxes(at))
+    text = page_text(show(at, "Normalization"))
     assert "no normalization layers" in text and "nothing to work out" in text
-    assert set(diagram_boxes(at)) == {"resid_pre<br>3 × 16", "attention", "resid_mid<br>3 × 16", "FFN",
+    assert boxes == {"resid_pre<br>3 × 16", "attention", "resid_mid<br>3 × 16", "FFN",
                                       "resid_post<br>3 × 16"}
 
 
 def test_strange_tokens_stay_text_and_the_lens_covers_the_whole_context():
-    at = open_page("residual")
+    at = show(open_page("residual"), "Logit lens")
     type_text(at, "<b>x</b> the cat")
     assert not at.exception
     lens = figure_titled(at, "Logit lens")
@@ -225,3 +231,12 @@ def test_latex_numbers_and_brackets():
     view = make_view(random_bundle(norm="layer"))
     m = rs.norm_math(view, rs.norm_steps(view, 0)[0], 0)
     assert all("- -" not in line and "+ -" not in line for line in rs.math_latex(m))
+
+
+def test_each_section_draws_only_its_own_chart_in_both_modes():
+    for presenter in (0, 1):
+        at = open_page("residual", presenter=presenter)
+        for section in rs.SECTIONS:
+            show(at, section)
+            assert not at.exception and len(plotly_figures(at)) == 1, section
+            assert at.session_state["section_residual"] == section
