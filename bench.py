@@ -450,7 +450,10 @@ def _wait_redrawn(page, ending: str, quiet_ms: int = 700) -> float:
     from urllib.parse import quote_plus
     page.wait_for_url(re.compile(re.escape(quote_plus(ending)) + "(&|$)"))   # the new sentence reached the URL
     page.wait_for_selector("[data-test-script-state='notRunning']")
-    page.wait_for_function(_SETTLED, arg=quiet_ms, polling=100)
+    try:
+        page.wait_for_function(_SETTLED, arg=quiet_ms, polling=100)
+    except Exception as error:          # say which page did not settle, and what the probe saw
+        raise RuntimeError(f"{page.url} did not settle: {page.evaluate('() => window.__update')}") from error
     update = page.evaluate("() => window.__update")
     return (update["last"] - update["enter"]) / 1e3
 

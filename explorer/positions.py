@@ -33,7 +33,7 @@ Attention, the next step, looks at all the tokens at once, like a crowd seen fro
 cannot tell who came first. "the dog chased the cat" and "the cat chased the dog" use the same words,
 and only their order says who did the chasing. So before anything else, each token's vector gets a
 **seat number** added to it, like the row and seat printed on a cinema ticket, or the page number at
-the bottom of a page.
+the bottom of a page. Walk through the tabs below from left to right.
 """
 
 _SINUSOIDAL = """\
@@ -57,7 +57,7 @@ This model has **no position signal**: its position vectors are all zeros, so ea
 its token embedding alone. To the model the sentence arrives as a bag of words: "the dog chased the
 cat" and "the cat chased the dog" enter as the same five vectors in a different order. The only hint
 of order left is the causal mask of the next step (each token sees only the tokens before it); the
-experiment at the bottom of this page measures how much that hint is worth.
+experiment in the last tab, "What if?", measures how much that hint is worth.
 """
 
 
@@ -72,6 +72,10 @@ def kind_caption(cfg: ModelConfig) -> str:
             "learned": f"Position signal: learned (a trained table of {cfg.max_len} rows of {cfg.d_model} numbers).",
             "none": "Position signal: none. This model has no position signal."}[cfg.pos]
 
+
+# The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
+SECTIONS = ["The seat numbers", "Dimension by dimension", "Token + position", "Which seats look alike",
+            "What if?"]
 
 SUM_TEXT = """\
 The token's vector says **what** the word is; the position vector says **where** it stands. They are
@@ -88,7 +92,7 @@ SIMILARITY_TEXT = {
 }
 
 ORDER_TEXT = """\
-Take the seat numbers away and what is left? Below, the model reads two sentences made of the same
+Take the seat numbers away and what is left? Here the model reads two sentences made of the same
 words in a different order, three times: as trained, with the position signal removed, and with the
 position signal removed **and** the causal mask lifted (every word may then see every other word).
 For each word we compare what the model predicts after it in the two sentences (the word is matched

@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer import positions as P
-from explorer.layout import explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.layout import (explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+                             token_picker)
 from explorer.state import view
 
 v = view()
@@ -11,85 +12,103 @@ page_header("positions", v)
 st.caption(P.kind_caption(cfg))
 explanation(v, P.intro(cfg))
 trace = require_trace(v, "positions")
-
-st.subheader("The seat numbers added to your sentence")
-if cfg.pos == "none":
-    st.info("This model has no position signal: every position vector is zero, so nothing is added.",
-            icon=":material/block:")
-table = P.figure("table", v, trace)
-if table is None:
-    st.plotly_chart(P.figure("added", v, trace))
-else:
-    yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"])
-    yours.plotly_chart(P.figure("added", v, trace))
-    everything.plotly_chart(table)
-    if cfg.max_len > P.MAX_TABLE_ROWS:
-        everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
-
+seats, waves, sums, alike, whatif = sections("positions", P.SECTIONS)
+NO_POSITIONS = "This model has no position signal: every position vector is zero, so nothing is added."
 dims = P.default_dims(cfg)
-if cfg.pos != "none":
-    st.subheader(("Waves" if cfg.pos == "sinusoidal" else "Learned values") + ", dimension by dimension")
-    if not v.presenter:
-        dims = st.multiselect("Dimensions", range(cfg.d_model), default=dims, key="positions_dims",
-                              max_selections=8, help="Each dimension of the position vector, drawn over every seat.")
-    curves = P.figure("curves", v, trace, dims)
-    if curves is not None:
-        st.plotly_chart(curves)
-    else:
-        st.info("Pick at least one dimension to draw.")
 
-st.subheader("Token + position = input")
-position = token_picker(v)
-st.plotly_chart(P.figure("sum", v, trace, position))
-st.caption(P.sum_caption(v, trace, position))
-st.markdown(P.SUM_TEXT)
-with math_panel():
-    dim = dims[0] if dims else 0
-    if not v.presenter:
-        dim = st.selectbox("Dimension", range(cfg.d_model), index=dim, key="positions_math_dim")
-    st.markdown("\n".join(P.math_lines(v, trace, position, dim)))
+if seats.open:
+    with seats:
+        st.subheader("The seat numbers added to your sentence")
+        if cfg.pos == "none":
+            st.info(NO_POSITIONS, icon=":material/block:")
+        table = P.figure("table", v, trace)
+        if table is None:
+            st.plotly_chart(P.figure("added", v, trace))
+        else:
+            yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"])
+            yours.plotly_chart(P.figure("added", v, trace))
+            everything.plotly_chart(table)
+            if cfg.max_len > P.MAX_TABLE_ROWS:
+                everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
 
-if cfg.pos != "none":
-    st.subheader("Which seats look alike?")
-    whole = False
-    if not v.presenter and P.position_table(v.bundle.model) is not None:
-        whole = st.toggle("Show the whole table", key="positions_whole",
-                          help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only your sentence's.")
-    st.plotly_chart(P.figure("similarity", v, trace, whole))
-    st.caption(P.SIMILARITY_TEXT[cfg.pos])
+if waves.open:
+    with waves:
+        if cfg.pos == "none":
+            st.info(NO_POSITIONS, icon=":material/block:")
+        else:
+            st.subheader(("Waves" if cfg.pos == "sinusoidal" else "Learned values") + ", dimension by dimension")
+            if not v.presenter:
+                dims = st.multiselect("Dimensions", range(cfg.d_model), default=dims, key="positions_dims",
+                                      max_selections=8,
+                                      help="Each dimension of the position vector, drawn over every seat.")
+            curves = P.figure("curves", v, trace, dims)
+            if curves is not None:
+                st.plotly_chart(curves)
+            else:
+                st.info("Pick at least one dimension to draw.")
 
-st.subheader("What if the seats were gone?")
-st.markdown(P.ORDER_TEXT)
-a, b = P.default_pair(v)
-if not v.presenter:
-    if st.session_state.get("positions_pair_model") != v.name:      # another model: start from its own pair
-        st.session_state.pop("positions_sentence_a", None)
-        st.session_state.pop("positions_sentence_b", None)
-        st.session_state["positions_pair_model"] = v.name
-    st.session_state.setdefault("positions_sentence_a", a)
-    st.session_state.setdefault("positions_sentence_b", b)
-    first, second = st.columns(2)
-    a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
-    b = second.text_input("Sentence B (the same words in another order)", key="positions_sentence_b", max_chars=200)
-else:
-    st.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")
-try:
-    pa, pb = P.prepare_pair(v, a, b)
-except ValueError as problem:
-    st.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
-else:
-    for notice in dict.fromkeys(pa.notices + pb.notices):
-        st.caption(notice)
-    comparison = P.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
-                                  P.order_traces(v, pa.ids), P.order_traces(v, pb.ids))
-    number = st.column_config.NumberColumn(format="%.4f")
-    st.dataframe(comparison.summary, hide_index=True,
-                 column_config={P.INPUT_COLUMN: number, P.PREDICTION_COLUMN: number},
-                 column_order=P.PRESENTER_COLUMNS if v.presenter else None)
-    st.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
-    bars = P.order_figure(comparison, v.presenter)
-    if bars is not None:
-        st.plotly_chart(bars)
-    st.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
+if sums.open:
+    with sums:
+        st.subheader("Token + position = input")
+        position = token_picker(v)
+        st.plotly_chart(P.figure("sum", v, trace, position))
+        st.caption(P.sum_caption(v, trace, position))
+        st.markdown(P.SUM_TEXT)
+        with math_panel():
+            dim = dims[0] if dims else 0
+            if not v.presenter:
+                dim = st.selectbox("Dimension", range(cfg.d_model), index=dim, key="positions_math_dim")
+            st.markdown("\n".join(P.math_lines(v, trace, position, dim)))
+
+if alike.open:
+    with alike:
+        if cfg.pos == "none":
+            st.info(NO_POSITIONS, icon=":material/block:")
+        else:
+            st.subheader("Which seats look alike?")
+            whole = False
+            if not v.presenter and P.position_table(v.bundle.model) is not None:
+                whole = st.toggle("Show the whole table", key="positions_whole",
+                                  help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only "
+                                       "your sentence's.")
+            st.plotly_chart(P.figure("similarity", v, trace, whole))
+            st.caption(P.SIMILARITY_TEXT[cfg.pos])
+
+if whatif.open:
+    with whatif:
+        st.subheader("What if the seats were gone?")
+        st.markdown(P.ORDER_TEXT)
+        a, b = P.default_pair(v)
+        if not v.presenter:
+            if st.session_state.get("positions_pair_model") != v.name:      # another model: its own pair
+                st.session_state.pop("positions_sentence_a", None)
+                st.session_state.pop("positions_sentence_b", None)
+                st.session_state["positions_pair_model"] = v.name
+            st.session_state.setdefault("positions_sentence_a", a)
+            st.session_state.setdefault("positions_sentence_b", b)
+            first, second = st.columns(2)
+            a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
+            b = second.text_input("Sentence B (the same words in another order)", key="positions_sentence_b",
+                                  max_chars=200)
+        else:
+            st.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")
+        try:
+            pa, pb = P.prepare_pair(v, a, b)
+        except ValueError as problem:
+            st.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
+        else:
+            for notice in dict.fromkeys(pa.notices + pb.notices):
+                st.caption(notice)
+            comparison = P.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
+                                          P.order_traces(v, pa.ids), P.order_traces(v, pb.ids))
+            number = st.column_config.NumberColumn(format="%.4f")
+            st.dataframe(comparison.summary, hide_index=True,
+                         column_config={P.INPUT_COLUMN: number, P.PREDICTION_COLUMN: number},
+                         column_order=P.PRESENTER_COLUMNS if v.presenter else None)
+            st.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
+            bars = P.order_figure(comparison, v.presenter)
+            if bars is not None:
+                st.plotly_chart(bars)
+            st.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
 
 step_nav("positions")

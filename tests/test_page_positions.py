@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
+from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import positions as P
 from explorer.state import DEFAULT_SENTENCE, View
 from model import edits
@@ -54,6 +54,10 @@ def three_traces(model, ids):
 # --- the page, as a student sees it ------------------------------------------------------------
 
 
+def show(at, section: str):
+    return show_section(at, "positions", section)
+
+
 def test_the_page_shows_the_real_position_signal_of_the_sentence():
     at = open_page("positions")
     assert not at.exception
@@ -71,7 +75,7 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
     box = whole["layout"]["shapes"][0]                       # the sentence's rows are boxed
     assert (box["y0"], box["y1"]) == (-0.5, 9.5)
 
-    curves = figure_titled(at, "Chosen dimensions over every position")
+    curves = figure_titled(show(at, "Dimension by dimension"), "Chosen dimensions over every position")
     lines = [t for t in curves["data"] if t["mode"] == "lines"]
     dots = [t for t in curves["data"] if t["mode"] == "markers"]
     assert [t["name"].split(" (")[0] for t in lines] == ["dim 0", "dim 1", "dim 16", "dim 17"]
@@ -84,7 +88,7 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
 
 
 def test_token_plus_position_is_the_input_with_the_math_written_out():
-    at = open_page("positions", token=1)
+    at = show(open_page("positions", token=1), "Token + position")
     _, trace = run(DEFAULT_SENTENCE)
     figure = figure_titled(at, "Token + position = input, for “cat” at position 1")
     rows = decode(figure["data"][0]["z"])
@@ -105,7 +109,7 @@ def test_token_plus_position_is_the_input_with_the_math_written_out():
 
 
 def test_similarity_between_positions_is_their_cosine():
-    at = open_page("positions")
+    at = show(open_page("positions"), "Which seats look alike")
     _, trace = run(DEFAULT_SENTENCE)
     figure = figure_titled(at, "Similarity between the position vectors of your sentence")
     np.testing.assert_allclose(decode(figure["data"][0]["z"]), cosine(trace["embed.pos"][0]), atol=1e-9)
@@ -118,7 +122,7 @@ def test_similarity_between_positions_is_their_cosine():
 
 
 def test_without_positions_the_two_orders_are_measured_honestly():
-    at = open_page("positions")
+    at = show(open_page("positions"), "What if?")
     table = at.dataframe[0].value
     assert list(table["model"]) == list(P.CONDITIONS)
     model, tok = tinytales().model, tinytales().tokenizer
@@ -148,7 +152,7 @@ def test_without_positions_the_two_orders_are_measured_honestly():
 
 
 def test_a_student_can_type_their_own_pair_and_strange_pairs_do_no_harm():
-    at = open_page("positions")
+    at = show(open_page("positions"), "What if?")
     at.text_input(key="positions_sentence_a").set_value("the cats sat on the mat because").run()
     at.text_input(key="positions_sentence_b").set_value("the mat sat on the cats because").run()
     assert not at.exception
@@ -167,22 +171,23 @@ def test_a_student_can_type_their_own_pair_and_strange_pairs_do_no_harm():
 
 def test_presenter_mode_hides_the_controls_but_keeps_every_figure():
     at = open_page("positions", presenter=1)
-    assert not at.exception
-    keys = {w.key for w in at.text_input} | {w.key for w in at.multiselect} | {w.key for w in at.toggle}
-    assert not {"positions_sentence_a", "positions_dims", "positions_whole"} & keys
-    titles = [f["layout"]["title"]["text"] for f in plotly_figures(at)]
-    assert len(titles) == 6
+    for section, charts in zip(P.SECTIONS, (2, 1, 1, 1, 1)):     # the seat numbers: yours and the whole table
+        show(at, section)
+        assert not at.exception and len(plotly_figures(at)) == charts, section
+        keys = {w.key for w in at.text_input} | {w.key for w in at.multiselect} | {w.key for w in at.toggle}
+        assert not {"positions_sentence_a", "positions_dims", "positions_whole"} & keys
     assert list(at.dataframe[0].proto.column_order) == list(P.PRESENTER_COLUMNS)     # what is shown
 
 
 def test_one_token_a_full_context_and_the_roses_model():
-    at = open_page("positions")
+    at = show(open_page("positions"), "Which seats look alike")
     type_text(at, "the")
     assert not at.exception
     assert decode(figure_titled(at, "Similarity between the position")["data"][0]["z"]).shape == (1, 1)
-    type_text(at, "a " * 40)                                            # more than the context of 32
+    show(type_text(at, "a " * 40), "The seat numbers")                 # more than the context of 32
     assert not at.exception
     assert decode(figure_titled(at, "Position vectors added")["data"][0]["z"]).shape == (32, 64)
+    show(at, "What if?")
     type_text(at, "roses are red violets are blue")
     at.selectbox(key="model").set_value("roses").run()
     assert not at.exception
