@@ -398,17 +398,20 @@ VERBS = ["ran", "slept", "hid", "jumped", "fell", "sang", "swam", "ate"]     # o
                                                                           # the server has already traced
 
 # Installed in a tab before its visitor presses Enter: the page's own clock stamps the Enter key and every
-# later change to the page's main area (charts, text, tables), at the animation frame that paints it.
+# later change to the page's main area (charts, text, tables) or to its run state, at the animation frame
+# that paints it.
 # Stamping in the page leaves out Playwright's round trips (about 0.05-0.1 s per update, more when the
 # machine is busy), which a student does not wait for.
 _WATCH = """() => {
   const t = window.__update = {enter: null, last: null};
   document.querySelector('[data-testid=stSidebar] input[aria-label=Sentence]').addEventListener('keydown',
     e => { if (e.key === 'Enter') t.enter = performance.now(); }, {once: true});
-  new MutationObserver(() => {
-    if (t.enter !== null) requestAnimationFrame(() => { t.last = performance.now(); });
-  }).observe(document.querySelector('[data-testid=stMain]'),
-             {subtree: true, childList: true, attributes: true, characterData: true});
+  const stamp = () => { if (t.enter !== null) requestAnimationFrame(() => { t.last = performance.now(); }); };
+  new MutationObserver(stamp).observe(document.querySelector('[data-testid=stMain]'),
+                                      {subtree: true, childList: true, attributes: true, characterData: true});
+  // the script run ending counts too: a new sentence may leave a section looking the same
+  new MutationObserver(stamp).observe(document.querySelector('[data-testid=stApp]'),
+                                      {attributes: true, attributeFilter: ['data-test-script-state']});
 }"""
 
 # True once the page has been still for `quiet` ms after its last change.
