@@ -43,8 +43,12 @@ ended up near each other: animals close to animals, feelings close to feelings.
 
 The coordinates live in the **embedding matrix**: one row per vocabulary entry ({V} rows) and one column per
 dimension ({D} columns). "Embedding" a token means nothing more than **reading row number *id***. Nothing is
-computed yet; it is a table lookup.{scale}
+computed yet; it is a table lookup.{scale} Walk through the tabs below from left to right.
 """
+
+
+# The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
+SECTIONS = ["Your sentence's rows", "The vocabulary map", "Similar tokens", "Nearest neighbours"]
 
 
 def _short(text: str, limit: int) -> str:

@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer import embedding as em
-from explorer.layout import explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.layout import (explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+                             token_picker)
 from explorer.state import view
 
 CHART = dict(config={"displayModeBar": False})
@@ -12,46 +13,52 @@ page_header("embedding", v)
 explanation(v, em.intro(v))
 trace = require_trace(v, "embedding")
 cfg = v.bundle.model.cfg
+rows, vocabulary, similar, neighbours = sections("embedding", em.SECTIONS)
 
-# 1) this sentence's rows
-st.subheader("Your sentence's rows of the embedding matrix")
-st.plotly_chart(em.rows_figure(v, trace), **CHART)
-st.caption(f"Each row is one token's {cfg.d_model} learned numbers: red positive, blue negative, white near 0. "
-           "The same word always gets the same row, wherever it stands (position is added in the next step)."
-           + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
+if rows.open:
+    with rows:
+        st.subheader("Your sentence's rows of the embedding matrix")
+        st.plotly_chart(em.rows_figure(v, trace), **CHART)
+        st.caption(f"Each row is one token's {cfg.d_model} learned numbers: red positive, blue negative, white near "
+                   "0. The same word always gets the same row, wherever it stands (position is added in the next "
+                   "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
+        with math_panel():
+            position = token_picker(v, label="Token")
+            st.markdown(em.lookup_math(v, trace, position))
 
-# 2) the whole vocabulary on a map
-st.subheader("A map of the whole vocabulary")
-label_all = False
-if not v.presenter:
-    label_all = st.checkbox("Label every token", key="embedding_label_all",
-                            help="Write every vocabulary token next to its dot (crowded for big vocabularies).")
-pca = em.vocab_pca(v)
-st.plotly_chart(em.pca_figure(v, pca, label_all), **CHART)
-st.caption(em.pca_note(v, pca))
+if vocabulary.open:
+    with vocabulary:
+        st.subheader("A map of the whole vocabulary")
+        label_all = False
+        if not v.presenter:
+            label_all = st.checkbox("Label every token", key="embedding_label_all",
+                                    help="Write every vocabulary token next to its dot (crowded for big "
+                                         "vocabularies).")
+        pca = em.vocab_pca(v)
+        st.plotly_chart(em.pca_figure(v, pca, label_all), **CHART)
+        st.caption(em.pca_note(v, pca))
 
-# 3) similarities: within the sentence, and one token's nearest neighbours in the vocabulary
-left, right = (st.container(), st.container()) if v.presenter else st.columns(2)
-with left:
-    st.subheader("Similar tokens in your sentence")
-    st.plotly_chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6), **CHART)
-    st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, "
-               "-1 = opposite. The diagonal is always 1 (every token compared with itself).")
-with right:
-    st.subheader("Nearest neighbours")
-    position = token_picker(v, label="Token")
-    token_id = v.prepared.ids[position]
-    table = em.neighbours_table(v, token_id)
-    st.plotly_chart(em.neighbours_figure(v, token_id, table), **CHART)
-    st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
-               f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size}. Words the model uses in "
-               "similar places end up with similar rows.")
+if similar.open:
+    with similar:
+        st.subheader("Similar tokens in your sentence")
+        st.plotly_chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6), **CHART)
+        st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, "
+                   "-1 = opposite. The diagonal is always 1 (every token compared with itself).")
 
-# 4) the math: the lookup and one cosine
-with math_panel():
-    st.markdown(em.lookup_math(v, trace, position))
-    if len(table):
-        st.divider()
-        st.markdown(em.cosine_math(v, token_id, int(table["id"].iloc[0])))
+if neighbours.open:
+    with neighbours:
+        st.subheader("Nearest neighbours")
+        position = token_picker(v, st.columns([1, 2])[0], label="Token")
+        token_id = v.prepared.ids[position]
+        table = em.neighbours_table(v, token_id)
+        st.plotly_chart(em.neighbours_figure(v, token_id, table), **CHART)
+        st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
+                   f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size}. Words the model "
+                   "uses in similar places end up with similar rows.")
+        with math_panel():
+            st.markdown(em.lookup_math(v, trace, position))
+            if len(table):
+                st.divider()
+                st.markdown(em.cosine_math(v, token_id, int(table["id"].iloc[0])))
 
 step_nav("embedding")

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from conftest import APP, decode, figure_titled, open_page, page_text, type_text
+from conftest import APP, decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import embedding as em
 from explorer.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
@@ -43,6 +43,10 @@ def reference_pca(W: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return X @ eigvecs[:, top], eigvals[top] / eigvals.sum()
 
 
+def show(at, section: str):
+    return show_section(at, "embedding", section)
+
+
 def test_the_sentences_rows_are_the_traced_embeddings():
     at = open_page("embedding")
     assert not at.exception
@@ -59,7 +63,7 @@ def test_the_sentences_rows_are_the_traced_embeddings():
 
 
 def test_the_vocabulary_map_is_a_real_pca_with_the_sentence_highlighted():
-    at = open_page("embedding")
+    at = show(open_page("embedding"), "The vocabulary map")
     figure = figure_titled(at, "whole vocabulary on a map (133 tokens")
     coords, share = reference_pca(weight())
     vocab_trace = trace_named(figure, "vocabulary")
@@ -75,7 +79,7 @@ def test_the_vocabulary_map_is_a_real_pca_with_the_sentence_highlighted():
 
 
 def test_cosine_similarity_between_the_sentences_tokens():
-    at = open_page("embedding")
+    at = show(open_page("embedding"), "Similar tokens")
     figure = figure_titled(at, "Cosine similarity between this sentence's tokens")
     _, trace = run(DEFAULT_SENTENCE)
     e = trace["embed.tok"][0]
@@ -87,7 +91,7 @@ def test_cosine_similarity_between_the_sentences_tokens():
 
 
 def test_nearest_neighbours_of_the_chosen_token_over_the_whole_vocabulary():
-    at = open_page("embedding")
+    at = show(open_page("embedding"), "Nearest neighbours")
     at.selectbox(key="token").set_value(1).run()                    # "cat"
     figure = figure_titled(at, "Nearest neighbours of 'cat'")
     vocab = tinytales().tokenizer.vocab
@@ -103,7 +107,7 @@ def test_nearest_neighbours_of_the_chosen_token_over_the_whole_vocabulary():
 
 
 def test_show_the_math_uses_the_real_row_and_works_one_cosine_out():
-    at = open_page("embedding")
+    at = show(open_page("embedding"), "Nearest neighbours")
     at.selectbox(key="token").set_value(1).run()
     text = page_text(at)
     cat = tinytales().tokenizer.vocab.index("cat")
@@ -128,9 +132,9 @@ def test_unknown_words_all_share_the_unk_row():
     assert np.allclose(z, weight()[0].numpy()[None].repeat(4, 0), atol=1e-6)
     assert list(rows["layout"]["yaxis"]["ticktext"]) == [f"{i} {w} →&lt;unk&gt;" for i, w in
                                                           enumerate("quantum zebras juggle marmalade".split())]
-    assert np.allclose(decode(figure_titled(at, "Cosine similarity")["data"][0]["z"]), 1.0)
     assert "Unknown words all share the `<unk>` row" in page_text(at)
-    assert figure_titled(at, "Nearest neighbours of '&lt;unk&gt;'")
+    assert np.allclose(decode(figure_titled(show(at, "Similar tokens"), "Cosine similarity")["data"][0]["z"]), 1.0)
+    assert figure_titled(show(at, "Nearest neighbours"), "Nearest neighbours of '&lt;unk&gt;'")
 
 
 @pytest.mark.parametrize("text", ["<b>the</b> cat <script>x</script>", "the 🐈 sat " * 20])
@@ -138,8 +142,9 @@ def test_strange_sentences_stay_text(text):
     at = open_page("embedding")
     type_text(at, text)
     assert not at.exception
-    for title in ("This sentence's embeddings", "Cosine similarity", "whole vocabulary", "Nearest neighbours"):
-        figure = figure_titled(at, title)
+    for section, title in zip(em.SECTIONS, ("This sentence's embeddings", "whole vocabulary", "Cosine similarity",
+                                            "Nearest neighbours")):
+        figure = figure_titled(show(at, section), title)
         labels = [str(t) for trace in figure["data"] for t in decode(trace.get("text") if trace.get("text")
                                                                       is not None else [])]
         labels += [str(t) for t in figure["layout"].get("yaxis", {}).get("ticktext", [])]
@@ -147,11 +152,11 @@ def test_strange_sentences_stay_text(text):
 
 
 def test_presenter_mode_hides_the_label_option_and_enlarges_the_figures():
-    at = open_page("embedding")
+    at = show(open_page("embedding"), "The vocabulary map")
     assert at.checkbox(key="embedding_label_all").value is False
     at.checkbox(key="embedding_label_all").check().run()
     assert trace_named(figure_titled(at, "whole vocabulary"), "vocabulary")["mode"] == "markers+text"
-    big = open_page("embedding", presenter=1)
+    big = show(open_page("embedding", presenter=1), "The vocabulary map")
     assert not big.exception and not [c for c in big.checkbox if c.key == "embedding_label_all"]
     assert figure_titled(big, "whole vocabulary")["layout"]["font"]["size"] == 20
 
@@ -159,8 +164,9 @@ def test_presenter_mode_hides_the_label_option_and_enlarges_the_figures():
 def test_roses_has_a_32_number_map():
     at = open_page("embedding", model="roses", text="roses are red")
     assert not at.exception
-    assert figure_titled(at, "3 tokens x 32 numbers") and figure_titled(at, "vocabulary on a map (12 tokens")
-    assert len(figure_titled(at, "Nearest neighbours")["data"][0]["y"]) == 8
+    assert figure_titled(at, "3 tokens x 32 numbers")
+    assert figure_titled(show(at, "The vocabulary map"), "vocabulary on a map (12 tokens")
+    assert len(figure_titled(show(at, "Nearest neighbours"), "Nearest neighbours")["data"][0]["y"]) == 8
 
 
 # --- the builders on models that are not bundled -------------------------------------------------
@@ -237,3 +243,12 @@ def test_both_pages_run_for_a_lab_model_with_a_bpe_tokenizer_and_embed_scale():
             W = lab.model.embed.tok.weight.detach()
             np.testing.assert_allclose(rows, (W[ids] * 4.0).numpy(), rtol=1e-5)
             assert "multiplies every row by √16" in text and "√16 = 4.0000" in text
+
+
+def test_each_section_draws_only_its_own_chart_in_both_modes():
+    for presenter in (0, 1):
+        at = open_page("embedding", presenter=presenter)
+        for section in em.SECTIONS:
+            show(at, section)
+            assert not at.exception and len(plotly_figures(at)) == 1, section
+            assert at.session_state["section_embedding"] == section
