@@ -34,6 +34,10 @@ MAX_CHIPS = 60                 # per tokenizer in the comparison figure; longer 
 
 # --- explanations ------------------------------------------------------------------------
 
+# The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
+SECTIONS = ["Your sentence as tokens", "Three ways to cut", "BPE merges", "The vocabulary"]
+
+
 def intro(v: View) -> str:
     """The page's explanation, with this model's tokenizer and vocabulary size."""
     tok = v.bundle.tokenizer
@@ -43,8 +47,8 @@ like cutting a sentence into puzzle pieces, and each piece is **looked up in a d
 *vocabulary*) that gives it a number, its **token id**. From here on the model only ever sees those numbers.
 
 Where to cut is a choice. This model uses a **{KIND_NAMES[tok.kind].lower()} tokenizer**
-({KIND_ABOUT[tok.kind]}) with a vocabulary of **{tok.vocab_size} tokens**. Below you can see how two other
-ways of cutting would have handled the same sentence:
+({KIND_ABOUT[tok.kind]}) with a vocabulary of **{tok.vocab_size} tokens**. The tabs below show your sentence
+as tokens, how two other ways of cutting would have handled it, how BPE builds a word, and the vocabulary:
 
 - **words**: few, meaningful pieces, but any word the tokenizer never saw in training becomes `<unk>` (unknown);
 - **characters**: nothing is ever unknown, but the sentence becomes very long;

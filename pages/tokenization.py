@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer import tokenization as tk
-from explorer.layout import explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.layout import (explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+                             token_picker)
 from explorer.state import view
 
 CHART = dict(config={"displayModeBar": False})
@@ -13,77 +14,82 @@ explanation(v, tk.intro(v))
 trace = require_trace(v, "tokenization")
 tok = v.bundle.tokenizer
 
-# 1) the sentence as the model reads it
-st.subheader("Your sentence as tokens")
-st.plotly_chart(tk.sentence_figure(v), **CHART)
-st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size} tokens. "
-           + ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
-              if tok.unk_id is not None else "")
-           + "Hover over a piece for details.")
-with st.container(border=True):
-    st.markdown(tk.unknown_note(v))
+cut_up, three_ways, merges, vocabulary = sections("tokenization", tk.SECTIONS)
 
-# 2) the same text, three tokenizers
-st.subheader("Three ways to cut the same text")
-tokenizers, source = tk.comparison_tokenizers(v.bundle)
-cut = tk.comparison_pieces(tokenizers, v.text)
-for column, kind in zip(st.columns(3), tk.KINDS):
-    column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
-                  len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
-                                     f"vocabulary of {tokenizers[kind].vocab_size} tokens.")
-st.plotly_chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter), **CHART)
-st.caption(tk.source_note(source, tok.kind))
-if v.prepared.dropped:
-    st.caption(f"The counts are for your whole text; the model itself reads only its last {len(v.prepared.ids)} "
-               "tokens.")
+if cut_up.open:
+    with cut_up:
+        st.subheader("Your sentence as tokens")
+        st.plotly_chart(tk.sentence_figure(v), **CHART)
+        unknown = ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
+                   if tok.unk_id is not None else "")
+        st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size} "
+                   f"tokens. {unknown}Hover over a piece for details.")
+        with st.container(border=True):
+            st.markdown(tk.unknown_note(v))
 
-# 3) BPE merges, one at a time
-st.subheader("How BPE builds a word, merge by merge")
-bpe = tokenizers["bpe"]
-words = tk.replay_words(v.text)
-if not words:
-    st.info("The text has no words for BPE to merge.")
-else:
-    left, right = st.columns([1, 2])
-    if st.session_state.get("tokenization_word") not in words:
-        st.session_state["tokenization_word"] = words[tk.default_word(words)]
-    word = left.selectbox("Word", words, key="tokenization_word", format_func=tk.visible,
-                          help="Starts at the longest word of your sentence. ␣ is the space in front of the word: "
-                               "BPE keeps it as part of the word.")
-    steps = tk.merge_steps(bpe, word)
-    last = len(steps) - 1
-    upto = 0
-    if last:
-        if st.session_state.get("tokenization_step_word") != word \
-                or not 0 <= st.session_state.get("tokenization_step", -1) <= last:
-            st.session_state["tokenization_step"] = last        # a new word: its whole history; slide back to replay
-        st.session_state["tokenization_step_word"] = word
-        upto = right.slider("Merge step", 0, last, key="tokenization_step",
-                            help="0 is the word as single bytes; each step applies one learned merge. "
-                                 "Slide to 0 and step forward to replay them.")
-    st.plotly_chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), **CHART)
-    st.markdown(tk.merge_caption(steps, upto))
-    st.caption(tk.merges_note(bpe, tok))
+if three_ways.open:
+    with three_ways:
+        st.subheader("Three ways to cut the same text")
+        tokenizers, source = tk.comparison_tokenizers(v.bundle)
+        cut = tk.comparison_pieces(tokenizers, v.text)
+        for column, kind in zip(st.columns(3), tk.KINDS):
+            column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
+                          len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
+                                             f"vocabulary of {tokenizers[kind].vocab_size} tokens.")
+        st.plotly_chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter), **CHART)
+        st.caption(tk.source_note(source, tok.kind))
+        if v.prepared.dropped:
+            st.caption("The counts are for your whole text; the model itself reads only its last "
+                       f"{len(v.prepared.ids)} tokens.")
 
-# 4) the vocabulary
-st.subheader(f"The model's vocabulary: {tok.vocab_size} tokens")
-query = st.text_input("Search the vocabulary", key="tokenization_search", placeholder="e.g. cat, or an id like 17")
-table = tk.vocabulary_table(tok, tk.corpus_counts(v.bundle), query)
-if table.empty:
-    st.info(f"No vocabulary entry contains {quote(query)}: to this model it would be `<unk>`."
-            if tok.unk_id is not None else f"No vocabulary entry contains {quote(query)}.")
-else:
-    st.dataframe(table, hide_index=True, height=min(38 + 35 * len(table), 320), width="stretch")
-    st.caption(f"{len(table)} of {tok.vocab_size} entries shown. The id is the row number: the model's embedding "
-               "table (next step) has one row per id.")
+if merges.open:
+    with merges:
+        st.subheader("How BPE builds a word, merge by merge")
+        bpe = tk.comparison_tokenizers(v.bundle)[0]["bpe"]
+        words = tk.replay_words(v.text)
+        if not words:
+            st.info("The text has no words for BPE to merge.")
+        else:
+            left, right = st.columns([1, 2])
+            if st.session_state.get("tokenization_word") not in words:
+                st.session_state["tokenization_word"] = words[tk.default_word(words)]
+            word = left.selectbox("Word", words, key="tokenization_word", format_func=tk.visible,
+                                  help="Starts at the longest word of your sentence. ␣ is the space in front "
+                                       "of the word: BPE keeps it as part of the word.")
+            steps = tk.merge_steps(bpe, word)
+            last = len(steps) - 1
+            upto = 0
+            if last:
+                if st.session_state.get("tokenization_step_word") != word \
+                        or not 0 <= st.session_state.get("tokenization_step", -1) <= last:
+                    st.session_state["tokenization_step"] = last    # a new word: all of it; slide back to replay
+                st.session_state["tokenization_step_word"] = word
+                upto = right.slider("Merge step", 0, last, key="tokenization_step",
+                                    help="0 is the word as single bytes; each step applies one learned merge. "
+                                         "Slide to 0 and step forward to replay them.")
+            st.plotly_chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), **CHART)
+            st.markdown(tk.merge_caption(steps, upto))
+            st.caption(tk.merges_note(bpe, tok))
 
-# 5) the math: one lookup
-with math_panel():
-    position = token_picker(v, label="Token to look up")
-    steps_text, around = tk.lookup_math(v, position)
-    st.markdown(steps_text)
-    st.caption("The vocabulary around that id (a dictionary, sorted so each entry has one number):")
-    st.dataframe(around, hide_index=True, width="content",
-                 column_config={"here": st.column_config.TextColumn("", width="medium")})
+if vocabulary.open:
+    with vocabulary:
+        st.subheader(f"The model's vocabulary: {tok.vocab_size} tokens")
+        query = st.text_input("Search the vocabulary", key="tokenization_search",
+                              placeholder="e.g. cat, or an id like 17")
+        table = tk.vocabulary_table(tok, tk.corpus_counts(v.bundle), query)
+        if table.empty:
+            st.info(f"No vocabulary entry contains {quote(query)}: to this model it would be `<unk>`."
+                    if tok.unk_id is not None else f"No vocabulary entry contains {quote(query)}.")
+        else:
+            st.dataframe(table, hide_index=True, height=min(38 + 35 * len(table), 320), width="stretch")
+            st.caption(f"{len(table)} of {tok.vocab_size} entries shown. The id is the row number: the model's "
+                       "embedding table (next step) has one row per id.")
+        with math_panel():
+            position = token_picker(v, label="Token to look up")
+            steps_text, around = tk.lookup_math(v, position)
+            st.markdown(steps_text)
+            st.caption("The vocabulary around that id (a dictionary, sorted so each entry has one number):")
+            st.dataframe(around, hide_index=True, width="content",
+                         column_config={"here": st.column_config.TextColumn("", width="medium")})
 
 step_nav("tokenization")

@@ -6,7 +6,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, type_text
+from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import tokenization as tk
 from explorer.state import View
 from model.checkpoint import Bundle, load_bundled
@@ -42,6 +42,10 @@ def texts(figure, name="tokens", raw=False):
     return sent if raw else [html.unescape(t) for t in sent]
 
 
+def show(at, section: str):
+    return show_section(at, "tokenization", section)
+
+
 def test_the_sentence_is_shown_as_tokens_with_their_real_ids():
     at = open_page("tokenization")
     assert not at.exception
@@ -69,7 +73,7 @@ def test_unknown_words_are_orange_and_explained():
 
 
 def test_word_char_and_bpe_are_compared_with_real_token_counts():
-    at = open_page("tokenization")
+    at = show(open_page("tokenization"), "Three ways to cut")
     sentence = "the cat sat on the mat because it was tired"
     char = CharTokenizer.from_texts([tales_text()])
     expected = {"Word": 10, "Character": len(char.encode(sentence)), "BPE": len(tales_bpe().encode(sentence))}
@@ -87,7 +91,7 @@ def test_word_char_and_bpe_are_compared_with_real_token_counts():
 
 
 def test_bpe_merges_replay_step_by_step_with_their_ranks():
-    at = open_page("tokenization")
+    at = show(open_page("tokenization"), "BPE merges")
     assert at.selectbox(key="tokenization_word").value == " because"            # the longest word
     history = tales_bpe().replay(" because")
     last = len(history) - 1
@@ -104,7 +108,7 @@ def test_bpe_merges_replay_step_by_step_with_their_ranks():
 
 
 def test_choosing_another_word_replays_that_word():
-    at = open_page("tokenization")
+    at = show(open_page("tokenization"), "BPE merges")
     type_text(at, "Elephants sat")
     assert at.selectbox(key="tokenization_word").value == "Elephants"           # first word: no space before
     at.selectbox(key="tokenization_word").set_value(" sat").run()
@@ -114,7 +118,7 @@ def test_choosing_another_word_replays_that_word():
 
 
 def test_the_vocabulary_can_be_searched_and_counts_come_from_the_training_text():
-    at = open_page("tokenization")
+    at = show(open_page("tokenization"), "The vocabulary")
     table = at.dataframe[0].value
     assert len(table) == 133 and list(table.columns) == ["id", "token", "count in training text"]
     at.text_input(key="tokenization_search").set_value("cat").run()
@@ -129,7 +133,7 @@ def test_the_vocabulary_can_be_searched_and_counts_come_from_the_training_text()
 
 
 def test_show_the_math_looks_one_word_up():
-    at = open_page("tokenization")
+    at = show(open_page("tokenization"), "The vocabulary")
     type_text(at, "The Cat sat")
     at.selectbox(key="token").set_value(1).run()
     text = page_text(at)
@@ -154,8 +158,10 @@ def test_strange_sentences_are_shown_as_text():
         type_text(at, text)
         assert not at.exception, text
         assert check(figure_titled(at, "Your sentence as")), text
-        for figure in (figure_titled(at, "three ways"), figure_titled(at, "BPE merges")):
+        for section, title in (("Three ways to cut", "three ways"), ("BPE merges", "BPE merges")):
+            figure = figure_titled(show(at, section), title)
             assert "<" not in "".join(texts(figure, raw=True) + texts(figure, "subs", raw=True)), text
+        show(at, "Your sentence as tokens")
 
 
 def test_a_long_text_is_compared_in_full_but_drawn_in_part():
@@ -164,16 +170,18 @@ def test_a_long_text_is_compared_in_full_but_drawn_in_part():
     type_text(at, long)
     assert not at.exception
     assert figure_titled(at, "Your sentence as 32 tokens")
+    show(at, "Three ways to cut")
     metrics = {m.label.split(" ")[0]: int(m.value) for m in at.metric}
     assert metrics["Character"] == 2000
     assert f"+{2000 - tk.MAX_CHIPS} more" in texts(figure_titled(at, "three ways"))
 
 
 def test_roses_compares_against_its_own_poem():
-    at = open_page("tokenization", model="roses", text="roses are red, violets!")
+    at = show(open_page("tokenization", model="roses", text="roses are red, violets!"), "Three ways to cut")
     assert not at.exception
     assert at.metric[0].value == "6" and "12 tokens" in page_text(at)
     assert "the roses corpus" in page_text(at)
+    show(at, "Your sentence as tokens")
     assert texts(figure_titled(at, "Your sentence as 6"), "subs")[3:] == ["0 <unk>", "10", "0 <unk>"]
 
 
@@ -254,3 +262,12 @@ def test_a_word_no_merge_fits_stays_as_bytes_and_the_page_says_whose_merges_they
     note = tk.merges_note(tales_bpe(), tinytales().tokenizer)
     assert f"+ {len(tales_bpe().merges)} learned merges" in note and "reads word tokens" in note
     assert tk.merges_note(tales_bpe(), tales_bpe()).startswith("These are the model's own BPE merges")
+
+
+def test_each_section_draws_only_its_own_chart_in_both_modes():
+    for presenter in (0, 1):
+        at = open_page("tokenization", presenter=presenter)
+        for section, charts in zip(tk.SECTIONS, (1, 1, 1, 0)):      # the vocabulary is a table
+            show(at, section)
+            assert not at.exception and len(plotly_figures(at)) == charts, section
+            assert at.session_state["section_tokenization"] == section
