@@ -93,6 +93,7 @@ def test_html_in_the_sentence_is_shown_as_text_and_never_runs(tab, app_url):
 
 
 SHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots"
+README_SECTIONS = {"residual": "Logit lens"}      # the tab a page's README picture shows (else its first)
 
 
 @pytest.mark.parametrize("presenter", [False, True])
@@ -101,7 +102,12 @@ def test_screenshots_of_every_page_for_the_readme(tab, app_url, presenter):
     SHOTS.mkdir(parents=True, exist_ok=True)
     tab.set_viewport_size({"width": 1280, "height": 900})
     for step in [*STEPS, LAB]:
-        open_view(tab, app_url, step.slug, **({"presenter": 1} if presenter else {}))
+        query = {"presenter": 1} if presenter else {}
+        if step.slug in README_SECTIONS:
+            query["section"] = README_SECTIONS[step.slug]
+        open_view(tab, app_url, step.slug, **query)
+        if "section" in query:                          # a link opens that tab
+            expect(tab.get_by_role("tab", name=query["section"])).to_have_attribute("aria-selected", "true")
         if step.slug not in WITHOUT_CHARTS | {LAB.slug}:
             assert rendered_plots(tab) > 0, step.slug
         tab.wait_for_timeout(500)
