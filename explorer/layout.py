@@ -58,9 +58,10 @@ def sections(slug: str, labels: list[str]) -> list:
     return st.tabs(labels, key=section_key(slug), on_change="rerun")
 
 
-def math_panel(title: str = "Show the math"):
-    """A collapsed panel for working one entry out with the real numbers; use as a context manager."""
-    return st.expander(title, icon=":material/calculate:")
+def math_panel(slug: str, title: str = "Show the math"):
+    """A collapsed panel for working one entry out with the real numbers. Draw its content only under
+    `if panel.open:` (then `with panel:`): closed, it costs neither the server nor the browser anything."""
+    return st.expander(title, icon=":material/calculate:", key=f"math_{slug}", on_change="rerun")
 
 
 def step_nav(slug: str) -> None:

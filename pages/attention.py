@@ -40,14 +40,16 @@ if who.open:
         big.plotly_chart(A.head_figure(v, trace, layer, head, "pattern"))
         lines.plotly_chart(A.lines_figure(v, trace, layer, head, query))
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
-        with math_panel():
-            top = A.top_keys(trace, layer, head, query)[0][0]
-            key = top
-            if not v.presenter:
-                key = st.selectbox("Key token", range(len(v.tokens)), index=top, key="attention_math_key",
-                                   format_func=lambda i: f"{i}: {v.tokens[i]}",
-                                   help="Starts at the key this query attends to most.")
-            st.markdown("\n".join(A.math_lines(v, trace, layer, head, query, key)))
+        panel = math_panel("attention")
+        if panel.open:
+            with panel:
+                top = A.top_keys(trace, layer, head, query)[0][0]
+                key = top
+                if not v.presenter:
+                    key = st.selectbox("Key token", range(len(v.tokens)), index=top, key="attention_math_key",
+                                       format_func=lambda i: f"{i}: {v.tokens[i]}",
+                                       help="Starts at the key this query attends to most.")
+                st.markdown("\n".join(A.math_lines(v, trace, layer, head, query, key)))
 
 if every.open:
     every.subheader("Every head in every layer")

@@ -22,9 +22,11 @@ if rows.open:
         st.caption(f"Each row is one token's {cfg.d_model} learned numbers: red positive, blue negative, white near "
                    "0. The same word always gets the same row, wherever it stands (position is added in the next "
                    "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
-        with math_panel():
-            position = token_picker(v, label="Token")
-            st.markdown(em.lookup_math(v, trace, position))
+        panel = math_panel("embedding")
+        if panel.open:
+            with panel:
+                position = token_picker(v, label="Token")
+                st.markdown(em.lookup_math(v, trace, position))
 
 if vocabulary.open:
     with vocabulary:
@@ -55,10 +57,12 @@ if neighbours.open:
         st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
                    f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size}. Words the model "
                    "uses in similar places end up with similar rows.")
-        with math_panel():
-            st.markdown(em.lookup_math(v, trace, position))
-            if len(table):
-                st.divider()
-                st.markdown(em.cosine_math(v, token_id, int(table["id"].iloc[0])))
+        panel = math_panel("embedding")
+        if panel.open:
+            with panel:
+                st.markdown(em.lookup_math(v, trace, position))
+                if len(table):
+                    st.divider()
+                    st.markdown(em.cosine_math(v, token_id, int(table["id"].iloc[0])))
 
 step_nav("embedding")

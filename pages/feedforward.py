@@ -45,19 +45,21 @@ if strongest.open:
         st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
                    "the same neurons for every token of the sentence. Hover a bar to see the other tokens that "
                    "fire it at least half as strongly.")
-        with math_panel():
-            j = int(table["neuron"].iloc[0])
-            m = neuron_math(v, layer, token, j)
-            st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
-                        f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
-                        f"with row {j} of W_in (a weight matrix of {cfg.d_ff} × {cfg.d_model}), plus a bias:")
-            for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
-                st.latex(line)
-            terms = neuron_terms(m)
-            st.dataframe(terms, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                                for c in terms.columns if c != "d"})
-            st.caption(f"The model's own trace recorded mlp.pre = {m.traced_pre:.4f} and mlp.post = "
-                       f"{m.traced_post:.4f} for this token and neuron.")
+        panel = math_panel(SLUG)
+        if panel.open:
+            with panel:
+                j = int(table["neuron"].iloc[0])
+                m = neuron_math(v, layer, token, j)
+                st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
+                            f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
+                            f"with row {j} of W_in (a weight matrix of {cfg.d_ff} × {cfg.d_model}), plus a bias:")
+                for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
+                    st.latex(line)
+                terms = neuron_terms(m)
+                st.dataframe(terms, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                                    for c in terms.columns if c != "d"})
+                st.caption(f"The model's own trace recorded mlp.pre = {m.traced_pre:.4f} and mlp.post = "
+                           f"{m.traced_post:.4f} for this token and neuron.")
 
 if off_section.open:
     with off_section:

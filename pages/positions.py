@@ -54,11 +54,13 @@ if sums.open:
         st.plotly_chart(P.figure("sum", v, trace, position))
         st.caption(P.sum_caption(v, trace, position))
         st.markdown(P.SUM_TEXT)
-        with math_panel():
-            dim = dims[0] if dims else 0
-            if not v.presenter:
-                dim = st.selectbox("Dimension", range(cfg.d_model), index=dim, key="positions_math_dim")
-            st.markdown("\n".join(P.math_lines(v, trace, position, dim)))
+        panel = math_panel("positions")
+        if panel.open:
+            with panel:
+                dim = dims[0] if dims else 0
+                if not v.presenter:
+                    dim = st.selectbox("Dimension", range(cfg.d_model), index=dim, key="positions_math_dim")
+                st.markdown("\n".join(P.math_lines(v, trace, position, dim)))
 
 if alike.open:
     with alike:

@@ -55,33 +55,35 @@ else:
     st.caption(f"After the last token, {quote(after)}, the sentence ends: this forecast is what the model "
                "would write next.")
 
-with math_panel():
-    if temperature == 0:
-        st.markdown("At temperature 0 there is nothing to compute: dividing by 0 is impossible, so the rule is "
-                    "simply *always take the token with the highest logit*. Here that is "
-                    f"{quote(table.token.iloc[0])} (logit {table.logit.iloc[0]:.4f}).")
-        worked = softmax_worked(logits[position], vocab, 1.0)
-        shown_t = 1.0
-    else:
-        worked = softmax_worked(logits[position], vocab, temperature)
-        shown_t = temperature
-    st.markdown(f"**Softmax at temperature {shown_t:g}**, for the {MATH_ROWS} likeliest of the {V} tokens:")
-    st.latex(r"p_i = \frac{e^{z_i / T}}{\sum_{j=1}^{V} e^{z_j / T}}"
-             + (r"\quad\text{(computed as } e^{z_i/T - m}\text{, } m = \max_j z_j/T\text{, to avoid overflow)}"
-                if worked.shift else ""))
-    st.dataframe(worked.rows, hide_index=True, column_config={
-        "token": st.column_config.TextColumn("token"),
-        "logit": st.column_config.NumberColumn(format="%.4f"),
-        "logit / T": st.column_config.NumberColumn(format="%.4f"),
-        "exp(logit / T)": st.column_config.NumberColumn(format="%.6g"),
-        "probability": st.column_config.NumberColumn(format="%.4f")})
-    st.markdown(softmax_story(worked, shown_t, V))
-    st.markdown("**How top-k and top-p cut.** "
-                + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
-                   if settings.top_k is not None else "Top-k is off. ")
-                + top_p_story(table, settings.top_p))
-    st.plotly_chart(cumulative_figure(table, settings, v.presenter))
-    st.markdown(renormalise_story(table))
+panel = math_panel("prediction")
+if panel.open:
+    with panel:
+        if temperature == 0:
+            st.markdown("At temperature 0 there is nothing to compute: dividing by 0 is impossible, so the rule is "
+                        "simply *always take the token with the highest logit*. Here that is "
+                        f"{quote(table.token.iloc[0])} (logit {table.logit.iloc[0]:.4f}).")
+            worked = softmax_worked(logits[position], vocab, 1.0)
+            shown_t = 1.0
+        else:
+            worked = softmax_worked(logits[position], vocab, temperature)
+            shown_t = temperature
+        st.markdown(f"**Softmax at temperature {shown_t:g}**, for the {MATH_ROWS} likeliest of the {V} tokens:")
+        st.latex(r"p_i = \frac{e^{z_i / T}}{\sum_{j=1}^{V} e^{z_j / T}}"
+                 + (r"\quad\text{(computed as } e^{z_i/T - m}\text{, } m = \max_j z_j/T\text{, to avoid overflow)}"
+                    if worked.shift else ""))
+        st.dataframe(worked.rows, hide_index=True, column_config={
+            "token": st.column_config.TextColumn("token"),
+            "logit": st.column_config.NumberColumn(format="%.4f"),
+            "logit / T": st.column_config.NumberColumn(format="%.4f"),
+            "exp(logit / T)": st.column_config.NumberColumn(format="%.6g"),
+            "probability": st.column_config.NumberColumn(format="%.4f")})
+        st.markdown(softmax_story(worked, shown_t, V))
+        st.markdown("**How top-k and top-p cut.** "
+                    + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
+                       if settings.top_k is not None else "Top-k is off. ")
+                    + top_p_story(table, settings.top_p))
+        st.plotly_chart(cumulative_figure(table, settings, v.presenter))
+        st.markdown(renormalise_story(table))
 
 # --- writing with the model: an explicit action, so here the model does run --------------------------
 st.subheader("Let the model write")

@@ -75,20 +75,22 @@ if norm.open:
                 st.caption(f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned "
                            f"gain, its RMS is 1. The real output ({step.y_name}) is then stretched by a learned gain "
                            "per dimension.")
-        with math_panel():
-            if not steps:
-                st.markdown("This model has no normalization, so there is nothing to work out here.")
-            else:
-                st.markdown(f"{NORM_NAMES[m.kind]} for token {token} {quote(v.tokens[token])}, {step.label} in "
-                            f"layer {layer}: its input is {step.x_name}, its output {step.y_name}.")
-                for line in math_latex(m):
-                    st.latex(line)
-                table = math_table(m)
-                st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                                    for c in table.columns if c != "d"})
-                worst = float(abs(m.y - m.traced).max())
-                st.caption(f"The first {len(table)} of {len(m.x)} dimensions. Recomputed here, the output matches "
-                           f"the model's trace to within {worst:.1e}.")
+        panel = math_panel(SLUG)
+        if panel.open:
+            with panel:
+                if not steps:
+                    st.markdown("This model has no normalization, so there is nothing to work out here.")
+                else:
+                    st.markdown(f"{NORM_NAMES[m.kind]} for token {token} {quote(v.tokens[token])}, {step.label} in "
+                                f"layer {layer}: its input is {step.x_name}, its output {step.y_name}.")
+                    for line in math_latex(m):
+                        st.latex(line)
+                    table = math_table(m)
+                    st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                                        for c in table.columns if c != "d"})
+                    worst = float(abs(m.y - m.traced).max())
+                    st.caption(f"The first {len(table)} of {len(m.x)} dimensions. Recomputed here, the output matches "
+                               f"the model's trace to within {worst:.1e}.")
 
 if lens.open:
     with lens:

@@ -84,12 +84,14 @@ if vocabulary.open:
             st.dataframe(table, hide_index=True, height=min(38 + 35 * len(table), 320), width="stretch")
             st.caption(f"{len(table)} of {tok.vocab_size} entries shown. The id is the row number: the model's "
                        "embedding table (next step) has one row per id.")
-        with math_panel():
-            position = token_picker(v, label="Token to look up")
-            steps_text, around = tk.lookup_math(v, position)
-            st.markdown(steps_text)
-            st.caption("The vocabulary around that id (a dictionary, sorted so each entry has one number):")
-            st.dataframe(around, hide_index=True, width="content",
-                         column_config={"here": st.column_config.TextColumn("", width="medium")})
+        panel = math_panel("tokenization")
+        if panel.open:
+            with panel:
+                position = token_picker(v, label="Token to look up")
+                steps_text, around = tk.lookup_math(v, position)
+                st.markdown(steps_text)
+                st.caption("The vocabulary around that id (a dictionary, sorted so each entry has one number):")
+                st.dataframe(around, hide_index=True, width="content",
+                             column_config={"here": st.column_config.TextColumn("", width="medium")})
 
 step_nav("tokenization")

@@ -36,11 +36,13 @@ def _pages_run_through_the_entry_point(monkeypatch):
     yield
 
 
-def open_page(slug: str = "home", **query) -> AppTest:
-    """Run the app on page `slug` (a step slug, as in explorer.steps) with URL query parameters."""
+def open_page(slug: str = "home", open_math: bool = True, **query) -> AppTest:
+    """Run the app on page `slug` (a step slug, as in explorer.steps) with URL query parameters, its
+    "Show the math" panel open unless `open_math` is False (a student opens it with a click)."""
     at = AppTest.from_file(APP, default_timeout=60)
     for key, value in query.items():
         at.query_params[key] = str(value)
+    at.session_state[f"math_{slug}"] = open_math        # the "Show the math" panel (its content runs only open)
     at.run()
     if slug != "home":
         at.switch_page(f"pages/{slug}.py").run()

@@ -53,6 +53,15 @@ def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
     assert tab.locator("[data-testid='stException']").count() == 0
 
 
+def test_show_the_math_draws_its_content_when_opened(tab, app_url):
+    open_view(tab, app_url, "prediction")
+    expect(tab.locator(".js-plotly-plot")).to_have_count(2)          # closed: the forecast's two charts only
+    tab.get_by_text("Show the math").click()
+    expect(tab.get_by_text("Softmax at temperature 1")).to_be_visible()
+    expect(tab.locator(".js-plotly-plot")).to_have_count(3)          # + the cumulative chance
+    assert tab.locator("[data-testid='stException']").count() == 0
+
+
 def test_a_copied_link_reopens_the_same_view(tab, app_url):
     open_view(tab, app_url, "attention", model="roses", text="roses are red", layer=1, head=1, token=2,
               section="Who looks at whom")

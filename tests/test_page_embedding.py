@@ -227,6 +227,7 @@ def test_both_pages_run_for_a_lab_model_with_a_bpe_tokenizer_and_embed_scale():
     for page in ("tokenization", "embedding"):
         at = AppTest.from_file(APP, default_timeout=60)
         at.session_state["trained_models"] = {"my bpe model": lab}
+        at.session_state[f"math_{page}"] = True
         at.query_params["model"] = "my bpe model"
         at.query_params["text"] = "the cat sat, zebra!"
         at.run()

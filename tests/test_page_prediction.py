@@ -322,3 +322,12 @@ def test_continued_text_follows_each_tokenizers_spacing():
     table = pred.continuation_table(pred.Continuation(tokens=[1, 2], probs=[0.5, 0.25], how=["x", "y"]),
                                     words.vocab)
     assert isinstance(table, pd.DataFrame) and list(table.token) == ["the", "cat"]
+
+
+def test_the_math_panel_draws_nothing_until_it_is_opened():
+    at = open_page("prediction", open_math=False)
+    assert not at.exception and len(plotly_figures(at)) == 2          # the scores and the probabilities
+    assert not at.latex
+    at.session_state["math_prediction"] = True                       # a click on "Show the math"
+    at.run()
+    assert len(plotly_figures(at)) == 3 and at.latex                  # + the cumulative chance, the softmax

@@ -52,6 +52,7 @@ def open_with_model(bundle: Bundle, text: str, **query) -> AppTest:
     """The residual page with a model of our own, as the training lab would add it to the session."""
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["trained_models"] = {"mine": bundle}
+    at.session_state["math_residual"] = True                # "Show the math" open
     at.query_params["model"] = "mine"
     at.query_params["text"] = text
     for key, value in query.items():
