@@ -66,8 +66,8 @@ def test_a_copied_link_reopens_the_same_view(tab, app_url):
     open_view(tab, app_url, "attention", model="roses", text="roses are red", layer=1, head=1, token=2,
               section="Who looks at whom")
     sidebar = tab.locator("[data-testid='stSidebar']")
-    assert sidebar.locator("input[aria-label='Model']").input_value() == "roses"
-    assert sidebar.get_by_role("textbox", name="Sentence").input_value() == "roses are red"
+    expect(sidebar.locator("input[aria-label='Model']")).to_have_value("roses")      # waits for the page's
+    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value("roses are red")   # widgets to fill
     assert tab.locator("[data-testid='stException']").count() == 0
     assert selectbox_value(tab, "Layer") == "1"
     assert selectbox_value(tab, "Head") == "1"
