@@ -55,6 +55,16 @@ def show_section(at: AppTest, slug: str, section: str) -> AppTest:
     return at.run()
 
 
+def assert_each_section_draws_only_its_charts(slug: str, sections: list[str], charts: list[int]) -> None:
+    """In normal and presenter mode, opening section i of page `slug` draws exactly charts[i] Plotly figures."""
+    for presenter in (0, 1):
+        at = open_page(slug, presenter=presenter)
+        for section, count in zip(sections, charts, strict=True):
+            show_section(at, slug, section)
+            assert not at.exception and len(plotly_figures(at)) == count, section
+            assert at.session_state[f"section_{slug}"] == section
+
+
 def type_text(at: AppTest, text: str) -> AppTest:
     """Type a sentence into the sidebar and press Enter."""
     at.text_input(key="text").set_value(text).run()

@@ -6,10 +6,14 @@ shown back is exactly the text that was typed.
 """
 from hypothesis import HealthCheck, given, settings, strategies as st_
 
-from conftest import open_page, type_text
+from conftest import open_page, show_section, type_text
+from explorer import attention, embedding, feedforward, positions, residual, tokenization
 from explorer.steps import LAB, STEPS
 
 PAGES = [s.slug for s in STEPS] + [LAB.slug]
+SECTIONS = {"tokenization": tokenization.SECTIONS, "embedding": embedding.SECTIONS,       # the pages in tabs
+            "positions": positions.SECTIONS, "attention": attention.SECTIONS,
+            "feedforward": feedforward.SECTIONS, "residual": residual.SECTIONS}
 HTML = st_.sampled_from(["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<b>bold</b>",
                          "javascript:alert(1)", "[link](javascript:alert(1))", "**not bold**", "$x^2$",
                          "&lt;&amp;", "\u202eevil", "<!--", "{{7*7}}", "%s%n"])
@@ -20,7 +24,8 @@ SENTENCES = st_.one_of(
 )
 QUERY_VALUES = st_.one_of(st_.text(max_size=30), st_.integers(-10**9, 10**9).map(str),
                           st_.sampled_from(["NaN", "inf", "-1", "1e999", "", "0x10", "[]", "{}", "None"]))
-QUERIES = st_.dictionaries(st_.sampled_from(["model", "text", "layer", "head", "token", "presenter", "zzz"]),
+QUERIES = st_.dictionaries(st_.sampled_from(["model", "text", "layer", "head", "token", "presenter", "section",
+                                            "zzz"]),
                            QUERY_VALUES, max_size=5)
 SLOW = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -32,10 +37,12 @@ def no_traceback(at):
 
 
 @SLOW
-@given(page=st_.sampled_from(PAGES), text=SENTENCES)
-def test_any_sentence_on_any_page_is_shown_back_and_breaks_nothing(page, text):
+@given(page=st_.sampled_from(PAGES), text=SENTENCES, tab=st_.integers(0, 4))
+def test_any_sentence_on_any_page_is_shown_back_and_breaks_nothing(page, text, tab):
     text = text.replace("\x00", "")[:2000]
     at = open_page(page)
+    if page in SECTIONS:                                        # any of the page's tabs, not only the first
+        show_section(at, page, SECTIONS[page][tab % len(SECTIONS[page])])
     type_text(at, text)
     no_traceback(at)
     assert at.text_input(key="text").value == text

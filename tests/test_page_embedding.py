@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from streamlit.testing.v1 import AppTest
 
-from conftest import APP, decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
+from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
+                      page_text, show_section, type_text)
 from explorer import embedding as em
 from explorer.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
@@ -248,9 +249,4 @@ def test_both_pages_run_for_a_lab_model_with_a_bpe_tokenizer_and_embed_scale():
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    for presenter in (0, 1):
-        at = open_page("embedding", presenter=presenter)
-        for section in em.SECTIONS:
-            show(at, section)
-            assert not at.exception and len(plotly_figures(at)) == 1, section
-            assert at.session_state["section_embedding"] == section
+    assert_each_section_draws_only_its_charts("embedding", em.SECTIONS, [1, 1, 1, 1])

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
+from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
+                      plotly_figures, show_section, type_text)
 from explorer import feedforward as ff
 from explorer.state import DEFAULT_SENTENCE, View
 from explorer.whatif import edits_for
@@ -224,9 +225,4 @@ def test_percentages_show_enough_decimals_to_differ(tinytales):
 
 
 def test_each_section_draws_only_its_own_charts_in_both_modes():
-    for presenter in (0, 1):
-        at = open_page("feedforward", presenter=presenter)
-        for section, charts in zip(ff.SECTIONS, (1, 1, 2, 1, 1)):
-            show(at, section)
-            assert not at.exception and len(plotly_figures(at)) == charts, section
-            assert at.session_state["section_feedforward"] == section
+    assert_each_section_draws_only_its_charts("feedforward", ff.SECTIONS, [1, 1, 2, 1, 1])

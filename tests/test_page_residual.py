@@ -4,7 +4,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import APP, decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
+from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
+                      page_text, show_section, type_text)
 from explorer import residual as rs
 from explorer.layout import quote
 from explorer.state import DEFAULT_SENTENCE, View
@@ -235,9 +236,4 @@ def test_latex_numbers_and_brackets():
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    for presenter in (0, 1):
-        at = open_page("residual", presenter=presenter)
-        for section in rs.SECTIONS:
-            show(at, section)
-            assert not at.exception and len(plotly_figures(at)) == 1, section
-            assert at.session_state["section_residual"] == section
+    assert_each_section_draws_only_its_charts("residual", rs.SECTIONS, [1, 1, 1, 1, 1])

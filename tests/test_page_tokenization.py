@@ -6,7 +6,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
+from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
+                      show_section, type_text)
 from explorer import tokenization as tk
 from explorer.state import View
 from model.checkpoint import Bundle, load_bundled
@@ -265,9 +266,4 @@ def test_a_word_no_merge_fits_stays_as_bytes_and_the_page_says_whose_merges_they
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    for presenter in (0, 1):
-        at = open_page("tokenization", presenter=presenter)
-        for section, charts in zip(tk.SECTIONS, (1, 1, 1, 0)):      # the vocabulary is a table
-            show(at, section)
-            assert not at.exception and len(plotly_figures(at)) == charts, section
-            assert at.session_state["section_tokenization"] == section
+    assert_each_section_draws_only_its_charts("tokenization", tk.SECTIONS, [1, 1, 1, 0])   # the vocabulary: a table
