@@ -272,7 +272,7 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
             for page in tabs:
                 _look_at(page)
             time.sleep(3)
-            updates = {"no training": _typing_latencies(tabs, sentences, rounds=2, together=False)}
+            updates = {"no training": _typing_latencies(tabs, sentences, rounds=rounds, together=False)}
             # The trainers' own browsers would run on their own computers; here they share the 2 cores,
             # so their Chromium runs at idle priority to leave the server and the measured tab what a
             # classroom would (the server's side of their training, ticks and redraws, is still measured).
@@ -287,10 +287,10 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
                 page.get_by_role("option", name="tales", exact=True).click()
                 wait_until_run(page)
                 page.get_by_role("button", name="Start", exact=True).click()
-            updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, rounds=2, together=False,
-                                                                first_round=2)
+            updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, rounds=rounds, together=False,
+                                                                first_round=rounds)
             updates[f"{trainers} training, all {visitors} at the same instant"] = _typing_latencies(
-                tabs, sentences, rounds=rounds, together=True, first_round=4)
+                tabs, sentences, rounds=rounds, together=True, first_round=2 * rounds)
             memory["with training"] = rss_mb(server.pid)
             for page in coaches:
                 page.get_by_role("button", name="Pause", exact=True).click()
@@ -394,7 +394,7 @@ def _idle_priority(pids: set[int]) -> None:
                 pass
 
 
-VERBS = ["ran", "slept", "hid", "jumped", "fell", "sang", "swam", "ate"]     # one per round: never a sentence
+VERBS = ["ran", "slept", "hid", "jumped", "fell", "sang", "swam", "ate", "barked", "danced"]     # one per round: never a sentence
                                                                           # the server has already traced
 
 # Installed in a tab before its visitor presses Enter: the page's own clock stamps the Enter key and every
@@ -425,7 +425,7 @@ def _typing_latencies(tabs, sentences, rounds: int, together: bool, first_round:
     for round_ in range(first_round, first_round + rounds):
         # a new verb and a new length each round: every page then has something to redraw (a chart of the
         # sentence's shapes looks the same for a sentence of the same length)
-        ending = f" and the dog {VERBS[round_]}" + " again" * (1 + round_ % 3)
+        ending = f" and the dog {VERBS[round_ % len(VERBS)]}" + " again" * (1 + round_ % 3)
         pending = []
         for i, page in enumerate(tabs):
             _look_at(page)

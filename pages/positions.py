@@ -25,11 +25,15 @@ if seats.open:
         if table is None:
             st.plotly_chart(P.figure("added", v, trace))
         else:
-            yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"])
-            yours.plotly_chart(P.figure("added", v, trace))
-            everything.plotly_chart(table)
-            if cfg.max_len > P.MAX_TABLE_ROWS:
-                everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
+            # only the open one draws: a hidden chart costs the browser as much as a shown one
+            yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"],
+                                        key="positions_rows", on_change="rerun")
+            if yours.open:
+                yours.plotly_chart(P.figure("added", v, trace))
+            if everything.open:
+                everything.plotly_chart(table)
+                if cfg.max_len > P.MAX_TABLE_ROWS:
+                    everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
 
 if waves.open:
     with waves:

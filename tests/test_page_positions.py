@@ -70,7 +70,10 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
     assert added.shape == (10, 64)
     np.testing.assert_allclose(added, trace["embed.pos"][0].numpy(), rtol=1e-6)
 
-    whole = figure_titled(at, "The whole position table")
+    assert len(plotly_figures(at)) == 1                      # the whole table waits behind its tab
+    at.session_state["positions_rows"] = "The whole table (32 positions)"
+    whole = figure_titled(at.run(), "The whole position table")
+    assert len(plotly_figures(at)) == 1
     np.testing.assert_allclose(decode(whole["data"][0]["z"]), table.numpy(), rtol=1e-6)
     box = whole["layout"]["shapes"][0]                       # the sentence's rows are boxed
     assert (box["y0"], box["y1"]) == (-0.5, 9.5)
@@ -171,7 +174,7 @@ def test_a_student_can_type_their_own_pair_and_strange_pairs_do_no_harm():
 
 def test_presenter_mode_hides_the_controls_but_keeps_every_figure():
     at = open_page("positions", presenter=1)
-    for section, charts in zip(P.SECTIONS, (2, 1, 1, 1, 1)):     # the seat numbers: yours and the whole table
+    for section, charts in zip(P.SECTIONS, (1, 1, 1, 1, 1)):     # the seat numbers: yours or the whole table
         show(at, section)
         assert not at.exception and len(plotly_figures(at)) == charts, section
         keys = {w.key for w in at.text_input} | {w.key for w in at.multiselect} | {w.key for w in at.toggle}
