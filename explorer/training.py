@@ -3,14 +3,10 @@
 Nothing here touches the bundled models: every run builds its own model. A run is advanced by
 `tick()`, which trains for a bounded slice of wall time, so the page stays responsive. At most
 MAX_TRAINING runs compute at once across the whole server; the others wait for a free trainer.
-The steps run on the server's trainer threads, at a lower CPU priority than the visitors' pages.
 """
 import copy
-import os
-import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -26,7 +22,6 @@ from model.transformer import TransformerLM
 
 MAX_TRAINING = 2                 # trainings computing at once, server-wide
 _TRAINER_SLOTS = threading.BoundedSemaphore(MAX_TRAINING)
-TRAINER_NICE = 10                # the trainer threads' nice value: pages first, training with what is left
 TICK_SECONDS = 0.2               # compute per tick, at most (plus one chunk of steps)
 MAX_RUNS = 4                     # runs kept per session (the oldest is dropped)
 MAX_SNAPSHOTS = 30               # attention snapshots kept per run
@@ -36,25 +31,6 @@ TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit 
 # Bounds that keep one step quick on a shared 2-core host.
 BOUNDS = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64),
               batch_size=(1, 64), steps=(1, 5000))
-
-
-def _lower_priority() -> None:
-    """Give the calling thread a higher nice value, so the OS runs visitors' pages before training.
-
-    On Linux a nice value belongs to one thread (elsewhere it would slow the whole server: skipped).
-    Training then gets the CPU the pages leave: a tick trains fewer steps when the server is busy.
-    """
-    if sys.platform == "linux":
-        thread = threading.get_native_id()
-        try:                            # never lower it: a server started under `nice` stays as nice
-            os.setpriority(os.PRIO_PROCESS, thread, max(TRAINER_NICE, os.getpriority(os.PRIO_PROCESS, thread)))
-        except OSError:                 # a container that forbids it: train at the server's priority
-            pass
-
-
-# Long-lived trainer threads: a thread's nice value cannot be lowered again without privileges, so
-# training never runs on Streamlit's script threads, which would then serve pages at the low priority.
-_TRAINERS = ThreadPoolExecutor(MAX_TRAINING, thread_name_prefix="trainer", initializer=_lower_priority)
 
 
 @dataclass(frozen=True)
@@ -154,25 +130,21 @@ class Run:
             self.status = "waiting"
             return False
         try:
-            _TRAINERS.submit(self._train, seconds, chunk).result()      # the script thread waits for it
+            start = time.perf_counter()
+            while not self.finished:
+                n = min(chunk, self.setup.train.steps - self.steps_done)
+                metrics = self.trainer.step(n)
+                self.history.append(dict(step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy,
+                                         lr=metrics.lr, tokens_per_s=metrics.tokens_per_s, **{
+                                             f"grad {k}": v for k, v in metrics.grad_norms.items()}))
+                if time.perf_counter() - start >= seconds:
+                    break
+            self.seconds += time.perf_counter() - start
+            self.observe()
         finally:
             _TRAINER_SLOTS.release()
         self.status = "done" if self.finished else "running"
         return True
-
-    def _train(self, seconds: float, chunk: int) -> None:
-        """Steps in chunks until `seconds` have passed, then observe (runs on a trainer thread)."""
-        start = time.perf_counter()
-        while not self.finished:
-            n = min(chunk, self.setup.train.steps - self.steps_done)
-            metrics = self.trainer.step(n)
-            self.history.append(dict(step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy,
-                                     lr=metrics.lr, tokens_per_s=metrics.tokens_per_s, **{
-                                         f"grad {k}": v for k, v in metrics.grad_norms.items()}))
-            if time.perf_counter() - start >= seconds:
-                break
-        self.seconds += time.perf_counter() - start
-        self.observe()
 
     def observe(self) -> None:
         """Validation loss, a sample generation and an attention snapshot at the current step."""

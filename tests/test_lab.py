@@ -1,14 +1,9 @@
 """The training lab, as a student drives it (AppTest; live ticks are driven by calling tick directly)."""
-import os
-import sys
-import threading
-
 import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text
-from explorer.training import (LabSetup, MAX_RUNS, PRESETS, TRAINER_NICE, _TRAINER_SLOTS, check_setup,
-                               new_run)
+from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
 
 
@@ -171,24 +166,6 @@ def test_when_every_trainer_is_busy_a_run_waits_and_says_so():
         for _ in held:
             _TRAINER_SLOTS.release()
     assert run.tick() is True and run.steps_done > 0
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's (the server's OS)")
-def test_training_steps_run_on_a_lower_priority_thread_and_the_page_thread_keeps_its_priority():
-    run = new_run(LabSetup(), "run 1")
-    seen = []
-    step = run.trainer.step
-
-    def watched_step(n):
-        seen.append((threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-        return step(n)
-
-    run.trainer.step = watched_step
-    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    assert run.tick() is True and run.steps_done > 0
-    assert seen and all(tid != threading.get_native_id() for tid, _ in seen)
-    assert {nice for _, nice in seen} == {max(own, TRAINER_NICE)}
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
 
 
 def test_every_preset_fits_the_bounds():
