@@ -13,6 +13,8 @@ alike; the ratios are what to read. Targets come from the issues:
   server     a real server and Chromium: cold start; memory after the first visitor and per further
              visitor (idle, exploring, training); p95 time from typing a sentence to the charts
              updated with 10 sessions active and 2 training                     1.5 GB, p95 < 1 s
+  browser    Plotly charts the browser builds per update, per page; Chromium's CPU while a model
+             trains in the lab (informative: where a browser's time goes)
 """
 import logging
 import os
@@ -463,6 +465,70 @@ def _wait_redrawn(page, ending: str, quiet_ms: int = 700) -> float:
     return (update["last"] - update["enter"]) / 1e3
 
 
+# Counts the Plotly charts the page builds from scratch (each new chart adds an .svg-container).
+_COUNT_CHARTS = """() => { window.__built = 0; new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes)
+  if (n.nodeType === 1) window.__built += n.classList.contains('svg-container') ? 1 : n.querySelectorAll('.svg-container').length; })
+  .observe(document.body, {subtree: true, childList: true}); }"""
+
+
+def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
+    """Where a browser's time goes: Plotly charts built per update on each step page (shown / built),
+    and the CPU Chromium spends on a training tab while a model trains."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import launch, open_view, serve, wait_until_run
+
+    from explorer.steps import STEPS
+
+    built = {}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        with serve() as (base, _):
+            page = browser.new_page()
+            for step in [step for step in STEPS if step.slug != "home"]:
+                open_view(page, base, step.slug, text=PAGE_SENTENCE)
+                page.evaluate(_COUNT_CHARTS)
+                for round_ in range(updates):
+                    ending = f" and the dog {VERBS[round_]}" + " again" * (1 + round_)
+                    box = page.get_by_role("textbox", name="Sentence", exact=True)
+                    box.fill(PAGE_SENTENCE + ending)
+                    page.evaluate(_WATCH)
+                    box.press("Enter")
+                    _wait_redrawn(page, ending)
+                shown = page.locator("[data-testid=stPlotlyChart]").count()
+                built[step.slug] = (shown, page.evaluate("window.__built") / updates)
+            page.close()
+            trainer = browser.new_page()
+            open_view(trainer, base, "training")
+            trainer.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
+            trainer.get_by_role("option", name="tales", exact=True).click()
+            wait_until_run(trainer)
+            trainer.get_by_role("button", name="Start", exact=True).click()
+            time.sleep(2)
+            before, start = _cpu_seconds(_chromium_pids()), time.perf_counter()
+            time.sleep(train_seconds)
+            busy = (_cpu_seconds(_chromium_pids()) - before) / (time.perf_counter() - start)
+            trainer.get_by_role("button", name="Pause", exact=True).click()
+        browser.close()
+    print("browser  Plotly charts per update (shown on the page / built by the browser): " + ", ".join(
+        f"{slug} {shown} / {n:.1f}" for slug, (shown, n) in built.items()))
+    print(f"browser  a training tab (tiny tales) while it trains: Chromium uses {busy:.2f} cores")
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU seconds of these processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
@@ -472,6 +538,7 @@ def main() -> None:
     bench_pages()       # from here on torch uses one thread, as the app does on the server
     bench_lab()
     bench_contention()
+    bench_browser()
     bench_server()
 
 
