@@ -11,8 +11,10 @@ alike; the ratios are what to read. Targets come from the issues:
   lab        the training lab's ticks vs a plain PyTorch loop, same model       at least 0.8x
              roses with the lab's default settings to validation loss 0.05     at most 30 s
   server     a real server and Chromium: cold start; memory after the first visitor and per further
-             visitor (idle, exploring, training); p95 time from typing a sentence to the charts
-             updated with 10 sessions active and 2 training                     1.5 GB, p95 < 1 s
+             visitor (idle, exploring, training): 10 exploring + 2 training       within 1.5 GB
+             p95 time from typing a sentence to the charts updated, 10 sessions active
+                                                                                 p95 < 1 s
+             (and the same with 2 of them training, on the same 2 cores: reported)
   browser    Plotly charts the browser builds per update, per page; Chromium's CPU while a model
              trains in the lab (informative: where a browser's time goes)
 """
