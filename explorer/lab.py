@@ -158,7 +158,12 @@ def tick() -> None:
     if run is None:
         return
     slow = st.session_state.get("lab_slow")
-    if not (run.tick(seconds=0, chunk=2) if slow else run.tick()):
+    trained = run.tick(seconds=0, chunk=2) if slow else run.tick()
+    if not st.session_state.get("lab_running") and run.status == "running":
+        # Pause was pressed while this tick trained: Streamlit ran the Pause click's rerun alongside the
+        # fragment's tick (seen in the browser test), and the tick's end wrote "running" over "paused".
+        run.status = "paused"
+    if not trained:
         st.session_state["lab_messages"] = [f"Waiting for a free trainer: {MAX_TRAINING} trainings are already "
                                             "running on this server. Yours starts as soon as one finishes."]
         return

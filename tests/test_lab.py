@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text
+from explorer import lab as lab_logic
 from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
 
@@ -40,6 +41,27 @@ def test_start_step_pause_reset_drive_a_real_run_whose_loss_falls():
     assert run.steps_done > steps and not at.session_state["lab_running"]
     at.button(key="lab_reset").click().run()
     assert active(at).steps_done == 0 and active(at).label == run.label
+
+
+def test_pause_pressed_while_a_tick_trains_leaves_the_run_paused():
+    """In a real browser the Pause click's rerun can run while the live fragment's tick still trains
+    (the lab's browser test caught it); the tick must not write "running" over "paused"."""
+    at = lab()
+    at.session_state["lab_steps"] = 5000
+    at.run()
+    at.button(key="lab_start").click().run()
+    run = active(at)
+    step = run.trainer.step
+
+    def step_then_pause(n):
+        metrics = step(n)
+        lab_logic.pause()                   # what the Pause button's callback does, here mid-tick
+        return metrics
+
+    run.trainer.step = step_then_pause
+    at.run()                                # the page's run ticks once, as the live fragment does
+    assert not at.exception and not at.session_state["lab_running"] and run.status == "paused"
+    assert " · paused · " in at.get("progress")[0].proto.text
 
 
 def test_a_finished_run_appears_in_the_model_picker_and_the_walk_through_reads_it():
