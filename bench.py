@@ -246,7 +246,7 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
     sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
     from playwright.sync_api import sync_playwright
 
-    from browser_support import launch, open_view, rss_mb, serve, wait_until_run
+    from browser_support import launch, open_view, rss_mb, serve
 
     from explorer.steps import STEPS
 
@@ -286,11 +286,7 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
             coaches = [coach_browser.new_context().new_page() for _ in range(trainers)]
             _idle_priority(_chromium_pids() - before)
             for page in coaches:                                  # two visitors train tiny tales (minutes)
-                open_view(page, base, "training")
-                page.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
-                page.get_by_role("option", name="tales", exact=True).click()
-                wait_until_run(page)
-                page.get_by_role("button", name="Start", exact=True).click()
+                _start_tiny_tales(page, base)
             updates[f"{trainers} training"] = _typing_latencies(tabs, sentences, rounds=rounds, together=False,
                                                                 first_round=rounds)
             updates[f"{trainers} training, all {visitors} at the same instant"] = _typing_latencies(
@@ -314,7 +310,7 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
         if len(slugs) > 1:
             by_page = {slug: [t for t, p in zip(times, pages * (len(times) // visitors)) if p == slug] for slug in slugs}
             print("server       median by page: " + ", ".join(f"{slug} {statistics.median(t):.2f} s"
-                                                             for slug, t in by_page.items()))
+                                                             for slug, t in by_page.items() if t))
 
 
 def _p95(values) -> float:
@@ -398,8 +394,8 @@ def _idle_priority(pids: set[int]) -> None:
                 pass
 
 
-VERBS = ["ran", "slept", "hid", "jumped", "fell", "sang", "swam", "ate", "barked", "danced"]     # one per round: never a sentence
-                                                                          # the server has already traced
+# One per round: never a sentence the server has already traced.
+VERBS = ["ran", "slept", "hid", "jumped", "fell", "sang", "swam", "ate", "barked", "danced"]
 
 # Installed in a tab before its visitor presses Enter: the page's own clock stamps the Enter key and every
 # later change to the page's main area (charts, text, tables) or to its run state, at the animation frame
@@ -479,7 +475,7 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
     from playwright.sync_api import sync_playwright
 
-    from browser_support import launch, open_view, serve, wait_until_run
+    from browser_support import launch, open_view, serve
 
     from explorer.steps import STEPS
 
@@ -491,22 +487,12 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
             for step in [step for step in STEPS if step.slug != "home"]:
                 open_view(page, base, step.slug, text=PAGE_SENTENCE)
                 page.evaluate(_COUNT_CHARTS)
-                for round_ in range(updates):
-                    ending = f" and the dog {VERBS[round_]}" + " again" * (1 + round_)
-                    box = page.get_by_role("textbox", name="Sentence", exact=True)
-                    box.fill(PAGE_SENTENCE + ending)
-                    page.evaluate(_WATCH)
-                    box.press("Enter")
-                    _wait_redrawn(page, ending)
+                _typing_latencies([page], [PAGE_SENTENCE], rounds=updates, together=False)
                 shown = page.locator("[data-testid=stPlotlyChart]").count()
                 built[step.slug] = (shown, page.evaluate("window.__built") / updates)
             page.close()
             trainer = browser.new_page()
-            open_view(trainer, base, "training")
-            trainer.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
-            trainer.get_by_role("option", name="tales", exact=True).click()
-            wait_until_run(trainer)
-            trainer.get_by_role("button", name="Start", exact=True).click()
+            _start_tiny_tales(trainer, base)
             time.sleep(2)
             before, start = _cpu_seconds(_chromium_pids()), time.perf_counter()
             time.sleep(train_seconds)
@@ -516,6 +502,17 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
     print("browser  Plotly charts per update (shown on the page / built by the browser): " + ", ".join(
         f"{slug} {shown} / {n:.1f}" for slug, (shown, n) in built.items()))
     print(f"browser  a training tab (tiny tales) while it trains: Chromium uses {busy:.2f} cores")
+
+
+def _start_tiny_tales(page, base: str) -> None:
+    """A visitor opens the training lab, picks the tiny-tales preset and presses Start."""
+    from browser_support import open_view, wait_until_run
+
+    open_view(page, base, "training")
+    page.locator("[data-testid='stSelectbox']:has(input[aria-label='Preset'])").click()
+    page.get_by_role("option", name="tales", exact=True).click()
+    wait_until_run(page)
+    page.get_by_role("button", name="Start", exact=True).click()
 
 
 def _cpu_seconds(pids: set[int]) -> float:

@@ -160,8 +160,8 @@ def tick() -> None:
     slow = st.session_state.get("lab_slow")
     trained = run.tick(seconds=0, chunk=2) if slow else run.tick()
     if not st.session_state.get("lab_running") and run.status == "running":
-        # Pause was pressed while this tick trained: Streamlit ran the Pause click's rerun alongside the
-        # fragment's tick (seen in the browser test), and the tick's end wrote "running" over "paused".
+        # Pause was pressed while this tick trained (the browser test saw the Pause callback land during
+        # a live tick), and the tick's end wrote "running" over "paused".
         run.status = "paused"
     if not trained:
         st.session_state["lab_messages"] = [f"Waiting for a free trainer: {MAX_TRAINING} trainings are already "
