@@ -58,9 +58,15 @@ STEP_CAPTIONS = (
 
 WHATIF_TEXT = {
     "knock_out_head": "Silence this head: its answers never reach the rest of the model.",
-    "remove_scaling": "Skip the division by √K in every head: the scores are K times larger before the softmax.",
+    "remove_scaling": "Skip the division by √K in every head: the scores are √K = √{K} = {sqrtK:g} times larger "
+                      "before the softmax (not K = {K} times: the division was by √K).",
     "lift_mask": "Let every word look ahead at the words after it, too, in every head.",
 }
+
+
+def whatif_text(experiment: Experiment, K: int) -> str:
+    """What an experiment changes, in words, with this model's numbers (K dimensions per head)."""
+    return WHATIF_TEXT[experiment[0]].format(K=K, sqrtK=math.sqrt(K))
 
 
 def head_values(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:

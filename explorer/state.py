@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
+import torch
 
 from model.checkpoint import BUNDLED, Bundle, load_bundled
 from model.inputs import Prepared, prepare_text
 from model.transformer import Trace
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
+# A sentence each bundled model knows every word of, offered when the typed one has unknown words.
+EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue"}
 MAX_CHARS = 2000
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
@@ -62,8 +65,68 @@ class View:
 
     @property
     def tokens(self) -> list[str]:
-        """Display text of each token the model read."""
+        """What the model read at each position: the token's text, `<unk>` for a word it does not know."""
+        if not self.prepared:
+            return []
+        vocab = self.bundle.tokenizer.vocab
+        return [vocab[p.id] if p.unknown else p.text for p in self.prepared.pieces]
+
+    @property
+    def typed(self) -> list[str]:
+        """What was typed at each position (differs from `tokens` only where the model read `<unk>`)."""
         return [p.text for p in self.prepared.pieces] if self.prepared else []
+
+
+def example_sentence(name: str, bundle: Bundle) -> str | None:
+    """A sentence model `name` knows every word of (bundled: EXAMPLES; trained: its probe sentence)."""
+    return EXAMPLES.get(name) or bundle.facts.get("example") or None
+
+
+def is_finite(model) -> bool:
+    """Whether every weight of `model` is a finite number (a diverged run or a broken file has NaN or inf)."""
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+@st.cache_resource(show_spinner=False)
+def _bundled_is_finite(name: str) -> bool:
+    return is_finite(bundled_model(name).model)
+
+
+NOT_FINITE = ("This model's weights contain NaN or infinite values, so every number it computes would be "
+              "meaningless. That happens when training diverges (a learning rate that is too high) or a model "
+              "file is broken. Pick another model in the sidebar.")
+OVERFLOW = ("This sentence makes the model's numbers overflow (NaN or infinity appear in its forward pass), so "
+            "there is nothing meaningful to show. Try another sentence or another model.")
+
+
+def most_uncertain(trace: Trace) -> int:
+    """The position whose next-token forecast is least sure (highest entropy): a default that shows something."""
+    logp = torch.log_softmax(trace["logits"][0].double(), -1)                      # (T, V)
+    entropy = -(logp.exp() * logp).nan_to_num().sum(-1)                           # (T,)
+    return int(entropy.argmax())
+
+
+def apply_view(model: str | None = None, text: str | None = None, layer: int | None = None,
+               head: int | None = None, token: int | None = None, sections: dict[str, str] | None = None) -> None:
+    """Set the view as a link would (call it from a widget's callback, before the sidebar is drawn).
+
+    Values are checked against the model on the next run, as a URL's are; `sections` maps a page's slug to
+    the label of the tab to open (explorer.layout.sections).
+    """
+    state = st.session_state
+    if model is not None:
+        state["model"] = model
+    if text is not None:
+        state["text"] = text[:MAX_CHARS]
+    for key, value in (("layer", layer), ("head", head), ("token", token)):
+        if value is not None:
+            state[f"_url_{key}"] = value                 # checked against the model in _clamp
+    for slug, label in (sections or {}).items():
+        state[section_key(slug)] = label
+
+
+def _use_example(text: str) -> None:
+    st.session_state["text"] = text
 
 
 def _int_or_none(raw) -> int | None:
@@ -144,14 +207,25 @@ def current_view() -> View:
     except ValueError as problem:
         view.problem = str(problem)
     else:
-        view.trace = trace_of(name, view.prepared.ids)
+        if not (_bundled_is_finite(name) if name in BUNDLED else is_finite(bundle.model)):
+            view.problem = NOT_FINITE
+        else:
+            view.trace = trace_of(name, view.prepared.ids)
+            if not all(bool(torch.isfinite(value).all()) for value in view.trace.values()):
+                view.problem, view.trace = OVERFLOW, None
+    example = example_sentence(name, bundle)
+    if (view.prepared is None or view.prepared.unknown) and example and example != text:
+        st.sidebar.button(f"Use a sentence {name} knows: “{example[:40]}”", on_click=_use_example, args=(example,),
+                          key="use_example", icon=":material/lightbulb:", width="stretch",
+                          help="This model does not know every word of the sentence above; it reads those as <unk>.")
     cfg = bundle.model.cfg
     _clamp("layer", cfg.n_layers, 0, "layer", notices)
     _clamp("head", cfg.n_heads, 0, "head", notices)
     n_tokens = len(view.prepared.ids) if view.prepared else 1
     reading = (name, tuple(view.prepared.ids) if view.prepared else ())
     if st.session_state.get("_reading") != reading and "_url_token" not in st.session_state:
-        st.session_state["token"] = n_tokens - 1      # a new sentence or model: select its last token
+        # a new sentence or model: select the token whose forecast is least sure, where a change shows
+        st.session_state["token"] = most_uncertain(view.trace) if view.trace is not None else n_tokens - 1
     st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     st.query_params.from_dict(view_params())

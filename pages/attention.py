@@ -65,7 +65,7 @@ if whatif.open:
                           format_func=lambda i: A.experiment_label(options[i]))
         experiment = options[choice]
         query = token_picker(v, label="Query token")
-        st.caption(f"{A.WHATIF_TEXT[experiment[0]]} Below: the prediction for the word after the query token "
+        st.caption(f"{A.whatif_text(experiment, cfg.d_head)} Below: the prediction for the word after the query token "
                    f"({query}: {quote(v.tokens[query])}).")
         after = experiment_trace(v, experiment)
         table = next_token_change(v, trace, after, position=query)
