@@ -100,10 +100,14 @@ OVERFLOW = ("This sentence makes the model's numbers overflow (NaN or infinity a
 
 
 def most_uncertain(trace: Trace) -> int:
-    """The position whose next-token forecast is least sure (highest entropy): a default that shows something."""
+    """The position whose next-token forecast is least sure (highest entropy), a default that shows something.
+
+    The first position is left out unless it is the only one: with no context, its forecast is always unsure.
+    """
     logp = torch.log_softmax(trace["logits"][0].double(), -1)                      # (T, V)
     entropy = -(logp.exp() * logp).nan_to_num().sum(-1)                           # (T,)
-    return int(entropy.argmax())
+    first = 1 if len(entropy) > 1 else 0
+    return first + int(entropy[first:].argmax())
 
 
 def apply_view(model: str | None = None, text: str | None = None, layer: int | None = None,

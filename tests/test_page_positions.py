@@ -248,8 +248,8 @@ def test_post_norm_and_rms_models_compare_orders_exactly_without_mask_and_positi
 
 def test_builders_escape_tokens_in_plotly_labels():
     v = tiny_view("sinusoidal", text="<b> a")
-    assert v.tokens[0] == "<"
+    assert v.tokens[0] == "<unk>" and v.typed[0] == "<"          # labels show what the model read
     fig = P.sum_figure(v, v.trace, 0)
     assert "&lt;" in fig.layout.title.text and "<b>" not in fig.layout.title.text
     curves = P.curves_figure(v, v.trace, [0])
-    assert "&lt;" in list(curves.data[1].customdata)
+    assert "&lt;unk&gt;" in list(curves.data[1].customdata)

@@ -190,8 +190,8 @@ def test_strange_tokens_stay_text_and_the_lens_covers_the_whole_context():
     type_text(at, "<b>x</b> the cat")
     assert not at.exception
     lens = figure_titled(at, "Logit lens")
-    assert list(lens["layout"]["yaxis"]["ticktext"][:3]) == ["0 &lt;", "1 b", "2 &gt;"]
-    assert lens["data"][0]["customdata"][0][0][0] == "0 &lt;"
+    assert list(lens["layout"]["yaxis"]["ticktext"][:3]) == ["0 &lt;unk&gt;", "1 &lt;unk&gt;", "2 &lt;unk&gt;"]
+    assert lens["data"][0]["customdata"][0][0][0] == "0 &lt;unk&gt;"
     type_text(at, ("the dog saw a cat . " * 400)[:2000])
     assert not at.exception
     assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (32, 5)
