@@ -1,0 +1,129 @@
+"""What every page shares: a model whose numbers are not finite, what the model read, the default token,
+and a view set by code (explorer.state)."""
+import copy
+import importlib
+import math
+
+import pytest
+import torch
+
+from conftest import open_page, page_text, plotly_figures, show_section, type_text
+from explorer import state
+from explorer.attention import experiments, whatif_text
+from explorer.steps import LAB, STEPS
+from model.checkpoint import load_bundled
+from model.edits import remove_scaling
+
+TINY = load_bundled("tinytales")
+
+# Each tabbed page's section labels, read from the page's own module.
+SECTIONS = {slug: importlib.import_module(f"explorer.{module}").SECTIONS for slug, module in (
+    ("tokenization", "tokenization"), ("embedding", "embedding"), ("positions", "positions"),
+    ("attention", "attention"), ("feedforward", "feedforward"), ("residual", "residual"))}
+
+
+def broken_copy(value: float, name: str = "blocks.0.attn.W_q.weight"):
+    """tinytales with one weight set to `value` everywhere (NaN or inf, as a diverged run or a bad file has)."""
+    bundle = copy.deepcopy(TINY)
+    with torch.no_grad():
+        dict(bundle.model.named_parameters())[name].fill_(value)
+    return bundle
+
+
+def with_session_model(slug: str, bundle, name: str = "lab: broken") -> "AppTest":
+    at = open_page("home")
+    at.session_state["trained_models"] = {name: bundle}        # as the lab or an upload adds one
+    at.run()
+    at.selectbox(key="model").set_value(name).run()
+    if slug != "home":
+        at.switch_page(f"pages/{slug}.py").run()
+    return at
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_every_page_and_tab_says_a_non_finite_model_cannot_be_shown(value):
+    at = with_session_model("home", broken_copy(value))
+    for step in [*STEPS, LAB]:
+        at.switch_page(step.file).run()
+        assert not at.exception, step.slug
+        if step is LAB:
+            continue                                  # the lab trains new models; it shows no trace
+        assert "NaN or infinite values" in page_text(at) and not plotly_figures(at), step.slug
+        for section in SECTIONS.get(step.slug, []):
+            show_section(at, step.slug, section)
+            assert not at.exception and not plotly_figures(at), (step.slug, section)
+    assert state.is_finite(TINY.model)                # the shared bundled model was never touched
+
+
+def test_finite_weights_whose_numbers_overflow_get_a_message_too():
+    huge = copy.deepcopy(TINY)
+    with torch.no_grad():
+        huge.model.embed.tok.weight.mul_(1e37)         # finite, but the norm's variance overflows to inf
+    trace = huge.model.run(TINY.tokenizer.encode(state.DEFAULT_SENTENCE))
+    assert state.is_finite(huge.model) and not all(bool(torch.isfinite(v).all()) for v in trace.values())
+    at = with_session_model("attention", huge)
+    assert not at.exception and "overflow" in page_text(at) and not plotly_figures(at)
+
+
+def test_labels_show_what_the_model_read_and_a_known_sentence_is_offered():
+    at = open_page("attention", model="roses")           # the cat sentence: every word unknown to roses
+    v = at.session_state["view"]
+    assert v.tokens == ["<unk>"] * 10 and v.typed == state.DEFAULT_SENTENCE.split()
+    show_section(at, "attention", SECTIONS["attention"][2])
+    ticks = [t for f in plotly_figures(at) for t in f["layout"].get("yaxis", {}).get("ticktext", [])]
+    assert ticks and all(t.endswith("&lt;unk&gt;") for t in ticks)
+    offer = at.button(key="use_example")
+    assert "roses are red violets are blue" in offer.label
+    offer.click().run()
+    v = at.session_state["view"]
+    assert at.text_input(key="text").value == state.EXAMPLES["roses"] and v.prepared.unknown == 0
+    assert not [b for b in at.button if b.key == "use_example"]        # nothing more to offer
+
+
+def test_the_default_token_is_the_least_sure_forecast_after_the_first():
+    at = open_page("prediction")
+    v = at.session_state["view"]
+    probs = torch.softmax(v.trace["logits"][0].double(), -1)           # (T, V)
+    entropy = -(probs * probs.log()).nan_to_num().sum(-1)
+    assert at.session_state["token"] == 1 + int(entropy[1:].argmax())
+    assert probs[at.session_state["token"]].max() < 0.5                # a forecast that is really unsure
+    type_text(at, "the dog chased the cat because it was hungry")
+    v = at.session_state["view"]
+    assert at.session_state["token"] == state.most_uncertain(v.trace) != len(v.tokens) - 1
+
+
+def test_the_scaling_what_if_states_the_factor_it_applies():
+    cfg = TINY.model.cfg
+    ids = TINY.tokenizer.encode(state.DEFAULT_SENTENCE)
+    plain, edited = TINY.model.run(ids), TINY.model.run(ids, edits=remove_scaling(cfg))
+    ratio = edited["blocks.0.attn.scores"] / plain["blocks.0.attn.scores"]
+    factor = float(ratio.median())
+    assert factor == pytest.approx(math.sqrt(cfg.d_head), rel=1e-5)        # 4 for K = 16, not 16
+    text = whatif_text(("remove_scaling",), cfg.d_head)
+    assert f"{factor:g} times larger" in text and f"√{cfg.d_head}" in text
+    at = show_section(open_page("attention"), "attention", SECTIONS["attention"][4])
+    at.radio(key="attention_whatif").set_value(experiments(0, 0).index(("remove_scaling",))).run()
+    assert "4 times larger" in page_text(at)
+
+
+def test_apply_view_opens_a_view_as_a_link_would(monkeypatch):
+    at = open_page("home")
+    chosen = {}
+    with monkeypatch.context() as m:                 # what a discovery's button callback does
+        m.setattr(state.st, "session_state", chosen)
+        state.apply_view(text="the dog chased the cat because it was hungry", layer=1, head=2, token=6,
+                         sections={"attention": SECTIONS["attention"][2]})
+    for key, value in chosen.items():
+        at.session_state[key] = value
+    at.switch_page("pages/attention.py").run()
+    assert not at.exception and at.session_state["section_attention"] == SECTIONS["attention"][2]
+    assert (at.session_state["layer"], at.session_state["head"], at.session_state["token"]) == (1, 2, 6)
+    assert "layer 1, head 2" in page_text(at) and "“it”" in page_text(at)
+    chosen.clear()
+    with monkeypatch.context() as m:                 # a token the sentence does not have falls back, with a notice
+        m.setattr(state.st, "session_state", chosen)
+        state.apply_view(token=99)
+    at.session_state["_url_token"] = chosen["_url_token"]
+    at.run()
+    assert at.session_state["token"] == len(at.session_state["view"].tokens) - 1
+    assert "which this model does not have" in page_text(at)
