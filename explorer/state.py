@@ -6,6 +6,7 @@ selected token, presenter mode) lives in `st.session_state` under the keys in VI
 mirrored into the URL, so a copied link reopens the same view.
 """
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
@@ -14,6 +15,9 @@ import torch
 from model.checkpoint import BUNDLED, Bundle, load_bundled
 from model.inputs import Prepared, prepare_text
 from model.transformer import Trace
+
+from .export import file_name as export_name
+from .export import trace_npz
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
 # A sentence each bundled model knows every word of, offered when the typed one has unknown words.
@@ -217,6 +221,14 @@ def current_view() -> View:
             view.trace = trace_of(name, view.prepared.ids)
             if not all(bool(torch.isfinite(value).all()) for value in view.trace.values()):
                 view.problem, view.trace = OVERFLOW, None
+    if view.trace is not None:
+        about = {"model": name, "sentence": text, "config": bundle.model.cfg.to_dict(), "typed": view.typed}
+        st.sidebar.download_button(
+            "Download this sentence's trace", data=partial(trace_npz, view.trace, view.tokens, about),
+            file_name=export_name(name, view.tokens), mime="application/octet-stream", on_click="ignore",
+            key="download_trace", icon=":material/download:", width="stretch",
+            help="Every named tensor of this sentence's forward pass in one .npz file. In a notebook: "
+                 "np.load(file)['blocks.0.attn.pattern'].")
     example = example_sentence(name, bundle)
     if (view.prepared is None or view.prepared.unknown) and example and example != text:
         st.sidebar.button(f"Use a sentence {name} knows: “{example[:40]}”", on_click=_use_example, args=(example,),

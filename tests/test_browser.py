@@ -43,7 +43,7 @@ def test_every_page_opens_without_errors_and_draws_its_figures(tab, app_url, slu
 
 
 def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
-    open_view(tab, app_url, "prediction")
+    open_view(tab, app_url, "prediction", token=9)
     expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text("“tired”")
     type_sentence(tab, "the dog chased the")
     titles = tab.locator(".js-plotly-plot .gtitle")

@@ -2,7 +2,11 @@
 and a view set by code (explorer.state)."""
 import copy
 import importlib
+import io
+import json
 import math
+
+import numpy as np
 
 import pytest
 import torch
@@ -10,6 +14,7 @@ import torch
 from conftest import open_page, page_text, plotly_figures, show_section, type_text
 from explorer import state
 from explorer.attention import experiments, whatif_text
+from explorer.export import file_name, trace_npz
 from explorer.steps import LAB, STEPS
 from model.checkpoint import load_bundled
 from model.edits import remove_scaling
@@ -127,3 +132,20 @@ def test_apply_view_opens_a_view_as_a_link_would(monkeypatch):
     at.run()
     assert at.session_state["token"] == len(at.session_state["view"].tokens) - 1
     assert "which this model does not have" in page_text(at)
+
+
+def test_the_sentences_trace_downloads_as_one_file_a_notebook_opens():
+    at = open_page("home")
+    v = at.session_state["view"]
+    button = at.get("download_button")
+    assert len(button) == 1 and button[0].proto.label == "Download this sentence's trace"
+    about = {"model": v.name, "sentence": v.text, "config": v.bundle.model.cfg.to_dict(), "typed": v.typed}
+    loaded = np.load(io.BytesIO(trace_npz(v.trace, v.tokens, about)))        # allow_pickle=False by default
+    assert set(loaded.files) == set(TINY.model.trace_names) | {"_tokens", "_about"}
+    for name in TINY.model.trace_names:
+        np.testing.assert_array_equal(loaded[name], v.trace[name].numpy())
+    assert loaded["blocks.1.attn.pattern"].shape == (1, 4, 10, 10)
+    assert list(loaded["_tokens"]) == v.tokens and json.loads(str(loaded["_about"]))["sentence"] == v.text
+    assert file_name("lab: run 1", ["<b>", "the", "cat"]) == "trace_lab__run_1_b_the_cat.npz"
+    type_text(at, "")
+    assert not at.get("download_button")                      # no sentence, nothing to download
