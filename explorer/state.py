@@ -153,6 +153,10 @@ def _load_url_once(notices: list[str]) -> None:
     if "model" in query:
         if query["model"] in model_names():
             st.session_state["model"] = query["model"]
+        elif str(query["model"]).startswith(("lab: ", "upload: ")):
+            notices.append(f"The link names a model trained or uploaded in another browser tab; showing {BUNDLED[0]} "
+                           "instead. A trained model lives only in the tab that trained it, so a link cannot carry "
+                           "it: download its file in the training lab and upload it there to share it.")
         else:
             notices.append(f"The link asked for a model that does not exist; showing {BUNDLED[0]} instead.")
     if "text" in query:

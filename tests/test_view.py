@@ -149,3 +149,11 @@ def test_the_sentences_trace_downloads_as_one_file_a_notebook_opens():
     assert file_name("lab: run 1", ["<b>", "the", "cat"]) == "trace_lab__run_1_b_the_cat.npz"
     type_text(at, "")
     assert not at.get("download_button")                      # no sentence, nothing to download
+
+
+def test_a_link_to_a_trained_model_says_how_to_share_one():
+    at = open_page("attention", model="lab: run 1")
+    assert not at.exception and at.session_state["model"] == "tinytales"
+    assert "download its file in the training lab and upload it" in page_text(at)
+    at = open_page("attention", model="nonsense")
+    assert "does not exist" in page_text(at) and "upload it" not in page_text(at)
