@@ -152,8 +152,8 @@ def test_the_sentences_trace_downloads_as_one_file_a_notebook_opens():
 
 
 def test_a_link_to_a_trained_model_says_how_to_share_one():
-    at = open_page("attention", model="lab: run 1")
+    at = open_page("home", model="lab: run 1")
     assert not at.exception and at.session_state["model"] == "tinytales"
     assert "download its file in the training lab and upload it" in page_text(at)
-    at = open_page("attention", model="nonsense")
+    at = open_page("home", model="nonsense")
     assert "does not exist" in page_text(at) and "upload it" not in page_text(at)
