@@ -210,6 +210,7 @@ def current_view() -> View:
                             help="tinytales learned simple English stories; roses learned one short poem.")
         text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,
                              help="Type anything and press Enter. Every page shows this sentence.")
+        offer = st.empty()                          # a sentence the model knows, when it cannot read this one
         presenter = st.toggle("Presenter mode", key="presenter",
                               help="Larger text and figures for a projector; explanations start collapsed.")
     bundle = get_bundle(name)
@@ -235,9 +236,10 @@ def current_view() -> View:
                  "np.load(file)['blocks.0.attn.pattern'].")
     example = example_sentence(name, bundle)
     if (view.prepared is None or view.prepared.unknown) and example and example != text:
-        st.sidebar.button(f"Use a sentence {name} knows: “{example[:40]}”", on_click=_use_example, args=(example,),
-                          key="use_example", icon=":material/lightbulb:", width="stretch",
-                          help="This model does not know every word of the sentence above; it reads those as <unk>.")
+        from .layout import quote                   # layout imports this module
+        offer.button(f"Use a sentence {name} knows: {quote(example[:40])}", on_click=_use_example,
+                     args=(example,), key="use_example", icon=":material/lightbulb:", width="stretch",
+                     help="This model does not know every word of the sentence above; it reads those as <unk>.")
     cfg = bundle.model.cfg
     _clamp("layer", cfg.n_layers, 0, "layer", notices)
     _clamp("head", cfg.n_heads, 0, "head", notices)
