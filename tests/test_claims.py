@@ -1,0 +1,632 @@
+"""Every number an explanation states, recomputed from the model (issue 12).
+
+Each test takes a claim the app shows a student (file and wording in the docstring), computes the claimed
+number from the model or its trace, and checks that the text states it. Claims are checked on the bundled
+models and on lab-like models of other settings (tests/claims_support.py). A claim found wrong is tested
+for the truth and marked xfail(strict=True) until its text is fixed.
+
+Claims already checked properly elsewhere are not repeated here: the √K factor of the scaling what-if
+(test_view.py), the four steps' numbers and the math of one weight (test_page_attention.py), the PCA of
+tinytales (test_page_embedding.py), top-k/top-p counts and the softmax worked out (test_page_prediction.py),
+the pipeline of the default sentence (test_app.py), causal patterns, q·k/√K, pre/post-norm wiring and
+embed_scale (test_transformer.py), knock-out, remove-positions and remove-scaling edits (test_edits.py).
+"""
+import math
+import re
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from claims_support import LAB, SENTENCES, bundled, bundled_view, lab_bundle, lab_view, view_of
+from conftest import open_page, page_text, show_section
+from explorer import attention as A
+from explorer import embedding as em
+from explorer import feedforward as ff
+from explorer import home as H
+from explorer import positions as P
+from explorer import residual as R
+from explorer import tokenization as tk
+from explorer.layout import quote
+from explorer.prediction import kept_summary, mass_kept, ranking, Settings
+from explorer.state import DEFAULT_SENTENCE
+from explorer.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
+from explorer.whatif import edits_for
+from model import edits, presets
+from model.config import ModelConfig
+from model.generate import next_token_probs
+from model.inputs import prepare_text
+from model.tokenizers import BPETokenizer, CharTokenizer
+from model.transformer import sinusoidal_table
+
+VIEWS = [*SENTENCES, *LAB]
+WITH_NORM = [k for k in VIEWS if (bundled(k) if k in SENTENCES else lab_bundle(**LAB[k])).model.cfg.norm != "none"]
+
+
+def view(key: str):
+    return bundled_view(key) if key in SENTENCES else lab_view(key)
+
+
+def numbers(text: str) -> list[float]:
+    """Every number written in `text` (1,234 and 12.5% included), in order."""
+    return [float(n.replace(",", "")) for n in re.findall(r"-?\d[\d,]*\.?\d*", text)]
+
+
+def wrong(claim: str):
+    return pytest.mark.xfail(strict=True, reason=f"wrong claim: {claim}")
+
+
+# --- 4. attention (explorer/attention.py, pages/attention.py) ------------------------------------
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
+    """QKV_TEXT "Each head gets its own {K} numbers of each"; STEP_CAPTIONS[1] "Divided by √K = √{K} = {sqrtK}"."""
+    v = view(key)
+    cfg, trace = v.bundle.model.cfg, v.trace
+    K = trace["blocks.0.attn.q"].shape[-1]                              # (B, H, T, K)
+    assert K * cfg.n_heads == cfg.d_model
+    assert f"its own {K} numbers of each" in A.QKV_TEXT.format(K=cfg.d_head)
+    caption = A.STEP_CAPTIONS[1].format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5)     # as the page formats it
+    stated_k, stated_root = re.search(r"√K = √(\d+) = ([\d.]+)", caption).groups()
+    for layer in range(cfg.n_layers):
+        name = f"blocks.{layer}.attn"
+        raw = trace[f"{name}.q"][0].double() @ trace[f"{name}.k"][0].double().transpose(-2, -1)   # (H, T, T)
+        scores = trace[f"{name}.scores"][0].double()
+        big = scores.abs() > 1e-3
+        factor = float((raw[big] / scores[big]).median())
+        assert int(stated_k) == K and float(stated_root) == pytest.approx(factor, rel=1e-4)
+
+
+def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_text_says():
+    """WHATIF_TEXT "Let every word look ahead ... in every head"; change_words "can also see the {n} token(s) after it"."""
+    v = bundled_view("tinytales")
+    changes, causal = edits_for(v.bundle.model.cfg, ("lift_mask",))
+    assert not changes and causal is False
+    after = v.bundle.model.run(v.prepared.ids, causal=False)
+    T = len(v.tokens)
+    for layer in range(v.bundle.model.cfg.n_layers):
+        ahead = after[f"blocks.{layer}.attn.pattern"][0].triu(1).sum((-2, -1))     # (H,) weight on later tokens
+        assert (ahead > 0).all()
+    for position in (0, 4, T - 1):
+        text = A.change_words(v, v.trace, after, ("lift_mask",), position=position)
+        later = int((after["blocks.0.attn.pattern"][0, 0, position, position + 1:] > 0).sum())
+        if position < T - 1:
+            assert f"the {later} token(s) after it" in text
+        else:
+            assert later == 0 and "already sees every token" in text
+
+
+@pytest.mark.parametrize("name", SENTENCES)
+def test_heads_of_one_layer_have_different_patterns(name):
+    """pages/attention.py: "Heads in the same layer ... ask different questions, so their patterns differ"."""
+    trace = bundled_view(name).trace
+    for layer in range(bundled(name).model.cfg.n_layers):
+        pattern = trace[f"blocks.{layer}.attn.pattern"][0]                          # (H, T, T)
+        for a in range(len(pattern)):
+            for b in range(a):
+                assert float((pattern[a] - pattern[b]).abs().max()) > 0.05
+
+
+# --- 2. embedding (explorer/embedding.py, pages/embedding.py) ------------------------------------
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_embedding_texts_count_the_matrix_they_describe(key):
+    """intro "a vector of {D} numbers", "({V} rows)", "({D} columns)", "√D = ..." with embed_scale; lookup_math
+    "row {id} of the {V} x {D} embedding matrix"; page caption "The same word always gets the same row"."""
+    v = view(key)
+    cfg = v.bundle.model.cfg
+    W = em.embedding_matrix(v)
+    V, D = W.shape
+    assert (V, D) == (v.bundle.tokenizer.vocab_size, cfg.d_model)
+    text = em.intro(v)
+    assert f"vector of {D} numbers" in text and f"({V} rows)" in text and f"({D} columns)" in text
+    scale = math.sqrt(D) if cfg.embed_scale else 1.0
+    rows = v.trace["embed.tok"][0]                                                   # (T, D)
+    torch.testing.assert_close(rows, W[v.prepared.ids] * scale)
+    if cfg.embed_scale:
+        stated = float(re.search(r"by √\d+ = ([\d.]+)", text).group(1))
+        assert stated == pytest.approx(float((rows / W[v.prepared.ids]).median()), abs=5e-4)
+    assert f"of the {V} x {D} embedding matrix" in em.lookup_math(v, v.trace, 0)
+    ids = v.prepared.ids
+    repeats = [(i, j) for i in range(len(ids)) for j in range(i) if ids[i] == ids[j]]
+    assert repeats
+    for i, j in repeats:
+        assert torch.equal(rows[i], rows[j])
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_cosine_runs_from_minus_1_to_1_every_token_matches_itself_and_length_does_not_count(key):
+    """pages/embedding.py "1 = same direction ... -1 = opposite. The diagonal is always 1"; cosine_math "(so the
+    √D scale changes nothing here)" and its "= **cos**"."""
+    v = view(key)
+    sims = em.cosine_matrix(v.trace["embed.tok"][0]).numpy()
+    np.testing.assert_allclose(np.diag(sims), 1.0, atol=1e-12)
+    assert sims.min() >= -1 - 1e-12 and sims.max() <= 1 + 1e-12
+    W = em.embedding_matrix(v).double()
+    a, b = v.prepared.ids[0], v.prepared.ids[1]
+    if a != b:
+        want = float(W[a] @ W[b] / (W[a].norm() * W[b].norm()))
+        stated = float(re.search(r"cosine = .*?= \*\*(-?[\d.]+)\*\*", em.cosine_math(v, a, b)).group(1))
+        assert stated == pytest.approx(want, abs=5e-5)
+        scaled = em.cosine_matrix(v.trace["embed.tok"][0, :2]).numpy()[0, 1]     # the rows as the model uses them
+        assert scaled == pytest.approx(want, abs=1e-6)                          # float32 rows
+
+
+@pytest.mark.parametrize("key", ["roses", *LAB])
+def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
+    """pca_note "They keep **x%** of the spread (direction 1: a%, direction 2: b%); ... the other {D-2} directions"."""
+    v = view(key)
+    W = em.embedding_matrix(v).double().numpy()
+    X = W - W.mean(0)
+    variance = np.sort(np.linalg.eigvalsh(X.T @ X))[::-1]                           # per direction, largest first
+    share = variance[:2] / variance.sum()
+    note = em.pca_note(v, em.pca_2d(em.embedding_matrix(v)))
+    kept = numbers(re.search(r"\*\*(.*?)\*\*", note).group(1))[0]
+    first, second = numbers(note.split("direction 1:")[1])[:3:2]
+    assert kept == pytest.approx(100 * share.sum(), abs=0.051)
+    assert first == pytest.approx(100 * share[0], abs=0.051) and second == pytest.approx(100 * share[1], abs=0.051)
+    assert f"other {W.shape[1] - 2} directions" in note
+
+
+# --- 3. positions (explorer/positions.py, pages/positions.py) ------------------------------------
+
+
+@pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (24, 32), (8, 64)])
+def test_sinusoidal_seats_follow_the_formula_with_fast_waves_first_and_slow_waves_last(D, L):
+    """_SINUSOIDAL "{D} numbers ... a sine or a cosine of the position. The first dimensions wave fast ... the
+    last ones slowly", "up to the context of {L}"; dim_name "one wave = {n} positions"; kind_caption "{D} per position"."""
+    cfg = ModelConfig(vocab_size=4, d_model=D, n_heads=1, d_ff=8, max_len=L)
+    table = sinusoidal_table(L, D).double()                                          # (L, D)
+    angle = torch.arange(L).double()[:, None] / 10000 ** (torch.arange(0, D, 2).double() / D)   # (L, D/2)
+    torch.testing.assert_close(table[:, 0::2], angle.sin(), atol=3e-5, rtol=0)
+    torch.testing.assert_close(table[:, 1::2], angle.cos(), atol=3e-5, rtol=0)
+    waves = [numbers(P.dim_name(cfg, d).split("one wave = ")[1])[0] for d in range(D)]
+    for d in range(D):
+        assert waves[d] == pytest.approx(2 * math.pi * 10000 ** (2 * (d // 2) / D), abs=0.051)
+    assert waves[0] < waves[2] < waves[-1]
+    intro = P.intro(cfg)
+    assert f"not one number but {D} numbers" in intro and f"context of {L})" in intro
+    assert f"{D} per position" in P.kind_caption(cfg)
+
+
+def test_the_bundled_models_add_the_same_fixed_table_to_every_sentence():
+    """_SINUSOIDAL "Nothing here is learned: the same table (one row per position ...) is added to every sentence"."""
+    b = bundled("tinytales")
+    table = sinusoidal_table(b.model.cfg.max_len, b.model.cfg.d_model)
+    for text in (DEFAULT_SENTENCE, "the dog chased the cat"):
+        pos = b.model.run(b.tokenizer.encode(text))["embed.pos"][0]                  # (T, D)
+        torch.testing.assert_close(pos, table[: len(pos)])
+    assert P.position_table(b.model).shape == (b.model.cfg.max_len, b.model.cfg.d_model)
+    assert not any(name.startswith("embed.pos") for name, _ in b.model.named_parameters())
+
+
+def test_learned_positions_are_one_trained_row_per_seat():
+    """_LEARNED "one row of {D} numbers for each seat, 0 to {L-1}"; kind_caption "{L} rows of {D} numbers"."""
+    key = "char, rms, post-norm, relu, learned"
+    v = lab_view(key)
+    cfg = v.bundle.model.cfg
+    table = P.position_table(v.bundle.model)
+    assert table.shape == (cfg.max_len, cfg.d_model)
+    intro = P.intro(cfg)
+    assert f"one row of {cfg.d_model} numbers" in intro and f"0 to {cfg.max_len - 1}" in intro
+    assert f"{cfg.max_len} rows of {cfg.d_model} numbers" in P.kind_caption(cfg)
+    T = len(v.tokens)
+    torch.testing.assert_close(v.trace["embed.pos"][0], table[:T])
+
+
+@pytest.mark.parametrize("tokenizer", [
+    "word",
+    pytest.param("char", marks=wrong("_NONE says the dog/cat sentences enter as 'the same five vectors'; a "
+                                     "character model reads 22")),
+    pytest.param("bpe", marks=wrong("_NONE says 'the same five vectors'; a BPE model reads more pieces")),
+])
+def test_without_positions_the_two_orders_enter_as_the_same_vectors_as_many_as_the_text_says(tokenizer):
+    """_NONE "its position vectors are all zeros ... enter as the same five vectors in a different order"."""
+    b = lab_bundle(tokenizer=tokenizer, pos="none")
+    a, c = (b.model.run(b.tokenizer.encode(s)) for s in ("the dog chased the cat", "the cat chased the dog"))
+    for trace in (a, c):
+        assert not trace["embed.pos"].any() and torch.equal(trace["embed.out"], trace["embed.tok"])
+    assert sorted(map(tuple, a["embed.out"][0].tolist())) == sorted(map(tuple, c["embed.out"][0].tolist()))
+    stated = {"five": 5}[re.search(r"the same (\w+) vectors", P.intro(b.model.cfg)).group(1)]
+    assert a["tokens"].shape[1] == stated
+
+
+@pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (8, 64), (128, 64), (24, 64)])
+def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
+    """SIMILARITY_TEXT "with sinusoidal waves the similarity depends only on the distance between two seats"."""
+    sims = P.cosine_matrix(sinusoidal_table(L, D))
+    for i in range(L):
+        for j in range(L):
+            assert sims[i, j] == pytest.approx(sims[0, abs(i - j)], abs=1e-6)
+
+
+@pytest.mark.parametrize("D, L", [
+    (64, 32), (32, 16), (128, 64), (16, 64),
+    pytest.param(8, 16, marks=wrong("SIMILARITY_TEXT 'far-apart seats less so': with d_model 8 (the lab's smallest) "
+                                    "seat 6 is more like seat 0 (0.946) than seat 1 is (0.884)")),
+])
+def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
+    """SIMILARITY_TEXT "Neighbouring seats look alike and far-apart seats less so" (the lab allows d_model 8..128
+    and contexts up to 64)."""
+    row = P.cosine_matrix(sinusoidal_table(L, D))[0]
+    assert all(row[1] > row[k] for k in range(2, L))
+
+
+@pytest.mark.parametrize("b", [
+    "the cat chased the dog",
+    pytest.param("the cat saw the dog", marks=wrong("order_verdict says 'That is the causal mask at work' for two "
+                                                    "sentences with different words, where lifting the mask "
+                                                    "leaves a difference")),
+])
+def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_difference(b):
+    """order_verdict "Yet the predictions still differ ... That is the causal mask at work"."""
+    bundle, a = bundled("tinytales"), "the dog chased the cat"
+    model = bundle.model
+
+    def traces(text):
+        ids = bundle.tokenizer.encode(text)
+        return ids, [model.run(ids), model.run(ids, edits=edits.remove_positions()),
+                     model.run(ids, edits=edits.remove_positions(), causal=False)]
+
+    (ids_a, ta), (ids_b, tb) = traces(a), traces(b)
+    comparison = P.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, ta, tb)
+    assert "the causal mask at work" in P.order_verdict(comparison, True, a, b)
+    assert comparison.pred_diff[2] < P.SAME
+
+
+# --- 5. feed-forward (explorer/feedforward.py, pages/feedforward.py) -----------------------------
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_network_expands_D_to_F_and_back_treating_every_position_on_its_own(key):
+    """pages/feedforward.py "every token's {D} numbers go through {F} neurons and come back as {D} numbers",
+    "(a weight matrix of {F} × {D})"; TEXT "the same vector always gives the same result, wherever it sits"."""
+    v = view(key)
+    cfg = v.bundle.model.cfg
+    for layer in range(cfg.n_layers):
+        shapes = [(s.rows, s.cols) for s in ff.stages(v, layer)]
+        T = len(v.tokens)
+        assert shapes == [(T, cfg.d_model), (T, cfg.d_ff), (T, cfg.d_ff), (T, cfg.d_model)]
+        mlp = v.bundle.model.blocks[layer].mlp
+        assert tuple(mlp.W_in.weight.shape) == (cfg.d_ff, cfg.d_model)
+        x, out = v.trace[f"blocks.{layer}.mlp.in"][0], v.trace[f"blocks.{layer}.mlp.out"][0]    # (T, D)
+        order = torch.randperm(T, generator=torch.Generator().manual_seed(layer))
+        with torch.no_grad():
+            shuffled = mlp.W_out(mlp.act(mlp.W_in(x[order])))
+        torch.testing.assert_close(shuffled, out[order])
+
+
+def test_relu_turns_every_negative_value_into_exactly_0_and_never_goes_below():
+    """TEXT "ReLU keeps positive values and turns every negative one into exactly 0"; HEATMAP_TEXT "ReLU never goes
+    below 0"; zeroed "exactly 0 after ReLU" and its count of T × F values."""
+    v = bundled_view("roses")
+    assert "never goes below 0" in ff.HEATMAP_TEXT["relu"]
+    for layer in range(v.bundle.model.cfg.n_layers):
+        pre, post = v.trace[f"blocks.{layer}.mlp.pre"][0], v.trace[f"blocks.{layer}.mlp.post"][0]
+        assert torch.equal(post, pre.clamp_min(0)) and float(post.min()) >= 0
+        off = ff.zeroed(v, layer)
+        assert (off.count, off.total) == (int((post == 0).sum()), post.numel())
+
+
+def test_gelu_never_goes_below_about_minus_0_17():
+    """HEATMAP_TEXT "GELU can be slightly negative (never below about −0.17)"; zeroed "squashed to between −0.17
+    and 0"."""
+    floor = float(nn.GELU()(torch.linspace(-6, 6, 1_200_001, dtype=torch.float64)).min())
+    assert round(floor, 2) == -0.17
+    stated = numbers(ff.HEATMAP_TEXT["gelu"].replace("−", "-").split("never below about")[1])[0]
+    assert stated == pytest.approx(floor, abs=0.005)
+    v = bundled_view("tinytales")
+    for layer in range(v.bundle.model.cfg.n_layers):
+        pre, post = v.trace[f"blocks.{layer}.mlp.pre"][0], v.trace[f"blocks.{layer}.mlp.post"][0]
+        squashed = post[pre < 0]
+        assert float(squashed.min()) >= floor - 1e-6 and float(squashed.max()) <= 0
+        low, high = numbers(ff.zeroed(v, layer).rule.replace("−", "-"))
+        assert (low, high) == (round(floor, 2), 0)
+
+
+def test_also_fires_on_lists_exactly_the_tokens_at_least_half_as_strong():
+    """pages/feedforward.py "Hover a bar to see the other tokens that fire it at least half as strongly"."""
+    v = bundled_view("tinytales")
+    token, post = 4, v.trace["blocks.1.mlp.post"][0]                                  # (T, F)
+    table = ff.top_neurons(v, 1, token)
+    assert list(table.neuron) == post[token].topk(ff.TOP_K).indices.tolist()
+    for j, value, listed in zip(table.neuron, table.activation, table["also fires on"]):
+        want = {t for t in range(len(v.tokens)) if t != token and 0 < post[t, j] and post[t, j] >= 0.5 * value}
+        assert {int(entry.split()[0]) for entry in listed} == want
+
+
+@pytest.mark.parametrize("name", [
+    "tinytales",
+    pytest.param("roses", marks=wrong("TEXT says the expanded layer has 'usually four times as many' numbers; "
+                                      "roses has d_ff 64 = 2 x d_model 32, and the page never says so")),
+])
+def test_the_feed_forward_page_states_how_many_times_wider_the_hidden_layer_is(name):
+    """TEXT "giving *F* numbers, usually four times as many"."""
+    cfg = bundled(name).model.cfg
+    ratio = cfg.d_ff / cfg.d_model
+    text = page_text(open_page("feedforward", model=name))
+    said = {2: ["twice", "2 times"], 4: ["four times", "4 times"]}.get(ratio, [f"{ratio:g} times"])
+    assert any(words in text for words in said)
+
+
+@pytest.mark.parametrize("name", [
+    "roses",
+    pytest.param("tinytales", marks=wrong("the 'Switched off' tab says 'Only the rest carry a signal on to W_out'; "
+                                          "GELU's squashed values are small negatives that still reach W_out")),
+])
+def test_switched_off_values_carry_no_signal_on_to_W_out(name):
+    """pages/feedforward.py "{count} of {total} neuron values ... are {rule}. Only the rest carry a signal on to W_out"."""
+    at = show_section(open_page("feedforward", model=name, layer=0), "feedforward", "Switched off")
+    assert "Only the rest carry a signal on to W_out" in page_text(at)
+    v = at.session_state["view"]
+    mlp = v.bundle.model.blocks[0].mlp
+    pre, post = v.trace["blocks.0.mlp.pre"][0], v.trace["blocks.0.mlp.post"][0]
+    off = (post == 0) if v.bundle.model.cfg.activation == "relu" else (pre < 0)        # what zeroed() counts
+    assert int(off.sum()) == ff.zeroed(v, 0).count
+    with torch.no_grad():
+        without = mlp.W_out(post.masked_fill(off, 0.0))
+    torch.testing.assert_close(without, v.trace["blocks.0.mlp.out"][0], rtol=0, atol=1e-6)
+
+
+# --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
+
+
+@pytest.mark.parametrize("key", WITH_NORM)
+def test_norms_give_mean_0_and_variance_1_or_rms_1_before_their_learned_gain(key):
+    """TEXT "LayerNorm subtracts the vector's average and divides by its spread, so the numbers end up with mean 0
+    and variance 1, then applies a learned gain and shift. RMSNorm only divides by the ... root mean square";
+    page captions "mean 0 and variance 1 (up to the tiny ε)", "before the learned gain, its RMS is 1"."""
+    v = view(key)
+    cfg = v.bundle.model.cfg
+    for layer in range(cfg.n_layers):
+        for step in R.norm_steps(v, layer):
+            for token in (0, len(v.tokens) - 1):
+                m = R.norm_math(v, step, token)
+                assert float(np.abs(m.y - m.traced).max()) < 1e-4                # the recomputation is the model's
+                if cfg.norm == "layer":
+                    assert abs(m.z.mean()) < 1e-9 and m.z.var() == pytest.approx(m.var / (m.var + m.eps), rel=1e-9)
+                    assert m.gain is not None and m.bias is not None
+                else:
+                    rms = float(np.sqrt((m.z ** 2).mean()))
+                    assert rms == pytest.approx(math.sqrt(m.rms ** 2 - m.eps) / m.rms, rel=1e-9)
+                    assert m.gain is not None and m.bias is None                 # a gain, no shift
+                assert 1 - (m.z.var() if cfg.norm == "layer" else float((m.z ** 2).mean())) < 1e-3   # tiny ε
+
+
+@pytest.mark.parametrize("name", SENTENCES)
+def test_the_stream_tends_to_grow_from_the_embedding_to_the_last_layer(name):
+    """TEXT "Because every layer adds more, the numbers in the stream tend to grow"."""
+    norms = R.stream_norms(bundled_view(name))                                      # (T, stages)
+    assert norms[:, -1].mean() > 1.5 * norms[:, 0].mean()
+    assert (norms[:, -1] > norms[:, 0]).mean() > 0.5
+
+
+@wrong("TEXT says in a pre-norm model 'the stream itself keeps growing'; in both bundled models the first "
+       "attention layer shrinks it (tinytales: mean length 5.97 -> 5.50)")
+@pytest.mark.parametrize("name", SENTENCES)
+def test_in_a_pre_norm_model_the_stream_keeps_growing(name):
+    """TEXT "In a pre-norm model ... each sublayer reads a normalized copy while the stream itself keeps growing"."""
+    assert bundled(name).model.cfg.norm_position == "pre"
+    sizes = R.stream_norms(bundled_view(name)).mean(0)                              # per stage
+    assert (np.diff(sizes) >= 0).all()
+
+
+@pytest.mark.parametrize("key", [k for k in LAB if LAB[k].get("norm_position") == "post"])
+def test_in_a_post_norm_model_the_stream_is_normalised_after_each_addition_so_it_never_grows_far(key):
+    """ANALOGY_TEXT["post"] "after each addition the whole stream is normalized, so it never grows far"."""
+    v = lab_view(key)
+    model = v.bundle.model
+    for layer, block in enumerate(model.blocks):
+        for norm, name in ((block.norm1, "resid_mid"), (block.norm2, "resid_post")):
+            gain = norm.weight.detach().abs().max()
+            shift = norm.bias.detach().norm() if getattr(norm, "bias", None) is not None else 0.0
+            bound = float(gain * math.sqrt(model.cfg.d_model) + shift)           # |z| <= √D, then gain and shift
+            assert float(v.trace[f"blocks.{layer}.{name}"][0].norm(dim=-1).max()) <= bound + 1e-4
+
+
+# --- 7. prediction (explorer/prediction.py, pages/prediction.py) ---------------------------------
+
+
+def test_temperature_sharpens_below_1_flattens_above_and_0_takes_the_favourite():
+    """EXPLANATION "cold (below 1) they almost always take the favourite, at 1 they follow the forecast as it is";
+    slider help "Below 1 the favourite gets even more likely ... 0 always takes the favourite", "{V} (the whole
+    vocabulary) cuts nothing", "1 cuts nothing"."""
+    logits = bundled_view("tinytales").trace["logits"][0, 4]                       # (V,)
+    favourite = [float(next_token_probs(logits, t).max()) for t in (0.25, 0.5, 1.0, 2.0, 3.0)]
+    assert all(a > b for a, b in zip(favourite, favourite[1:]))
+    zero = next_token_probs(logits, 0)
+    assert float(zero[logits.argmax()]) == 1 and float(zero.sum()) == 1
+    torch.testing.assert_close(next_token_probs(logits, 1.0, logits.numel(), 1.0), logits.softmax(-1))
+
+
+@pytest.mark.parametrize("settings", [Settings(1.0, 5, None), Settings(0.7, None, 0.6), Settings(1.5, 8, 0.9)])
+def test_the_kept_chances_are_divided_by_their_total_so_they_add_up_to_100(settings):
+    """EXPLANATION "The kept chances are then scaled up so they add up to 100% again"; kept_summary "each is
+    divided by {mass} so that they add up to 100% again"."""
+    v = bundled_view("tinytales")
+    table = ranking(v.trace["logits"][0, 4], v.bundle.tokenizer.vocab, settings)
+    kept = table[table.kept]
+    mass = float(kept.pT.sum())
+    np.testing.assert_allclose(kept.final, kept.pT / mass, rtol=1e-5)
+    assert float(table.final.sum()) == pytest.approx(1.0, abs=1e-6)
+    assert numbers(kept_summary(table).split("divided by")[1])[0] == pytest.approx(mass_kept(table), abs=5e-5)
+
+
+# --- the big picture (explorer/home.py) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_big_picture_states_this_sentences_real_shapes_for_every_kind_of_model(key):
+    """pipeline: "{T} tokens", "{T} x {D}", "Attention ({L} layers x {H} heads)", "{H} x {T} x {T} per layer",
+    "{T} x {D} → {T} x {F} → {T} x {D}", "{V} scores", "the top guess is ... at {p}%"."""
+    v = view(key)
+    tr, cfg = v.trace, v.bundle.model.cfg
+    stages = {s.slug: s for s in H.pipeline(v)}
+    _, T, D = tr["embed.out"].shape
+    _, heads, _, _ = tr["blocks.0.attn.pattern"].shape
+    F, V = tr["blocks.0.mlp.pre"].shape[-1], tr["logits"].shape[-1]
+    layers = sum(1 for name in tr if name.endswith(".attn.pattern"))
+    assert stages["tokenization"].shape == f"{T} tokens"
+    assert stages["embedding"].shape == stages["positions"].shape == stages["residual"].shape == f"{T} x {D}"
+    assert stages["attention"].name == f"Attention ({layers} layers x {heads} heads)"
+    assert stages["attention"].shape == f"{heads} x {T} x {T} per layer"
+    assert stages["feedforward"].shape == f"{T} x {D} → {T} x {F} → {T} x {D}"
+    assert stages["prediction"].shape == f"{V} scores"
+    probs = tr["logits"][0, -1].softmax(-1)
+    assert numbers(stages["prediction"].detail)[-1] == round(100 * float(probs.max()))
+    assert quote(v.bundle.tokenizer.vocab[int(probs.argmax())]) in stages["prediction"].detail
+
+
+@pytest.mark.parametrize("key", [
+    pytest.param("tinytales", marks=wrong("home pipeline says 'layer norm (pre-norm) keeps its scale'; in a pre-norm "
+                                          "model the stream is never normalised and grows (tinytales: mean length "
+                                          "10.1 after layer 0, 24.7 after layer 1)")),
+    "bpe, layer, post-norm, gelu, no positions",
+    pytest.param("word, no norm, relu, sinusoidal, 3 heads, embed_scale",
+                 marks=wrong("home pipeline says 'none norm (pre-norm) keeps its scale' for a model without norm")),
+])
+def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_does(key):
+    """pipeline, residual stage: "Every layer adds its work to the stream; {norm} norm ({position}-norm) keeps its
+    scale"."""
+    v = view(key)
+    assert "keeps its scale" in {s.slug: s for s in H.pipeline(v)}["residual"].detail
+    cfg = v.bundle.model.cfg
+    after_each_layer = np.array([float(v.trace[f"blocks.{i}.resid_post"][0].norm(dim=-1).mean())
+                                 for i in range(cfg.n_layers)])
+    assert cfg.norm != "none" and after_each_layer.max() <= 1.5 * after_each_layer.min()
+
+
+@wrong("home pipeline says 'The text becomes 32 token ids' for a text of 40 tokens (the model keeps the last 32)")
+def test_the_big_picture_counts_the_tokens_of_a_text_longer_than_the_context():
+    """pipeline, tokens stage: "The text becomes {T} token ids from a vocabulary of {V}"."""
+    b = bundled("tinytales")
+    text = " ".join([DEFAULT_SENTENCE] * 4)
+    v = view_of(b, text)
+    detail = {s.slug: s for s in H.pipeline(v)}["tokenization"].detail
+    assert len(b.tokenizer.encode(text)) == 40 and len(v.prepared.ids) == 32
+    assert 40 in numbers(detail)
+
+
+# --- 1. tokenization (explorer/tokenization.py, pages/tokenization.py, model/inputs.py) ----------
+
+
+@lru_cache
+def tales_tokenizers() -> dict:
+    """The comparison tokenizers the tokenization page builds for tinytales (its training text)."""
+    text = presets.corpus_texts("tinytales", 0)[0]
+    return {"word": bundled("tinytales").tokenizer, "char": CharTokenizer.from_texts([text]),
+            "bpe": BPETokenizer.from_texts([text], vocab_size=tk.BPE_VOCAB_SIZE)}
+
+
+@pytest.mark.parametrize("kind, bullet", [
+    ("bpe", "**BPE**"),
+    pytest.param("char", "**characters**", marks=wrong("intro says 'characters: nothing is ever unknown'; the "
+                                                       "character tokenizer reads unseen characters (T, C, !, é) "
+                                                       "as <unk>")),
+])
+def test_the_intro_says_nothing_is_unknown_only_for_tokenizers_that_never_read_unk(kind, bullet):
+    """intro "- **characters**: nothing is ever unknown", "- **BPE**: ... so nothing is unknown"."""
+    intro = tk.intro(bundled_view("tinytales"))
+    [said] = [b for b in intro.split("\n- ") if b.startswith(bullet)]
+    assert re.search(r"nothing is (ever )?unknown", said.replace("\n", " "))
+    pieces = tales_tokenizers()[kind].pieces("The Cat sat on the mat! Café 🙂")
+    assert not [p.text for p in pieces if p.unknown]
+
+
+@pytest.mark.parametrize("word", [" because", " chased", "the", " zebra", " marmalade"])
+def test_bpe_applies_the_lowest_numbered_merge_that_fits_and_ends_as_the_real_tokens(word):
+    """merge_caption "starts as its {n} bytes", "BPE always applies the lowest-numbered merge that fits", "the word
+    ends as **{n} tokens**"; merges_note "{V} tokens: 256 single bytes + {m} learned merges"."""
+    bpe = tales_tokenizers()["bpe"]
+    history, steps = bpe.replay(word), tk.merge_steps(bpe, word)
+    ranks = {pair: r for r, pair in enumerate(bpe.merges)}
+    n_bytes = len(word.encode("utf-8"))
+    assert len(history[0]) == n_bytes
+    assert numbers(tk.merge_caption(steps, 0))[1 if len(steps) > 1 else 0] == n_bytes
+    for s, (before, after) in enumerate(zip(history, history[1:]), start=1):
+        assert steps[s].rank == min(ranks[p] for p in zip(before, before[1:]) if p in ranks)
+    final = bpe.encode(word)
+    assert [bpe.token_text(t) for t in history[-1]] == [p.text for p in bpe.pieces(word)]
+    assert numbers(tk.merge_caption(steps, len(steps) - 1))[-1] == len(final)
+    note = tk.merges_note(bpe, bundled("tinytales").tokenizer)
+    assert bpe.vocab_size == 256 + len(bpe.merges)
+    assert f"{bpe.vocab_size} tokens: 256 single bytes + {len(bpe.merges)} learned merges" in note
+
+
+def test_bpe_keeps_the_space_in_front_of_a_word_and_words_ignore_capitals():
+    """source_note "BPE keeps the space in front of a word as part of its token (␣cat)"; lookup_math "Lowercased
+    (the word tokenizer ignores capitals)"."""
+    text = "the cat sat on the mat because it was tired"
+    pieces = tales_tokenizers()["bpe"].pieces(text)
+    assert "".join(p.text for p in pieces) == text
+    assert all(" " not in p.text[1:] for p in pieces)                # a space only ever opens a token
+    assert sum(p.text.startswith(" ") for p in pieces) == text.count(" ")
+    tok = bundled("tinytales").tokenizer
+    assert tok.encode("The CAT Sat") == tok.encode("the cat sat")
+    steps, _ = tk.lookup_math(view_of(bundled("tinytales"), "The cat"), 0)
+    assert "ignores capitals" in steps and f"index **{tok.encode('the')[0]}**" in steps
+
+
+@pytest.mark.parametrize("query", [
+    "zebra",
+    pytest.param("the cat", marks=wrong("the vocabulary search says 'No vocabulary entry contains “the cat”: to this "
+                                        "model it would be <unk>'; the model reads both words")),
+])
+def test_an_empty_vocabulary_search_mentions_unk_only_when_the_model_would_read_unk(query):
+    """pages/tokenization.py "No vocabulary entry contains {query}: to this model it would be `<unk>`"."""
+    at = show_section(open_page("tokenization"), "tokenization", "The vocabulary")
+    at.text_input(key="tokenization_search").set_value(query).run()
+    [info] = [i.value for i in at.info if "No vocabulary entry contains" in i.value]
+    read_as_unk = any(p.unknown for p in bundled("tinytales").tokenizer.pieces(query))
+    assert ("<unk>" in info) == read_as_unk
+
+
+@pytest.mark.parametrize("kind, unit", [
+    ("word", "word"),
+    pytest.param("char", "character", marks=wrong("model/inputs.py notice says '3 words are not in the model's "
+                                                  "vocabulary' for a character model; they are 3 characters")),
+])
+def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
+    """Prepared.notices "{n} words are not in the model's vocabulary; the model reads each as <unk>"."""
+    prepared = prepare_text(tales_tokenizers()[kind], "The Cat sat on the zebra!", 32)
+    [notice] = [n for n in prepared.notices if "vocabulary" in n]
+    n = sum(p.unknown for p in prepared.pieces)
+    assert n > 1 and f"{n} {unit}s are not in" in notice
+
+
+# --- the training lab (explorer/training.py, explorer/lab.py, pages/training.py) ---------------
+
+
+def test_the_presets_are_what_their_descriptions_say():
+    """PRESETS: "2 layers, 2 heads, d_model 32, learns the roses poem", "Digit sorting with positions", "No
+    positional encoding", "the same walkthrough model with the norm after each sum", "A small tiny-tales model"."""
+    about, walk = PRESETS["walkthrough"]
+    layers, heads, width = numbers(about)[:3]
+    assert (layers, heads, width) == (walk.model["n_layers"], walk.model["n_heads"], walk.model["d_model"])
+    assert walk.task == "roses" and walk == WALKTHROUGH
+    post = PRESETS["post-norm"][1]
+    assert post.model == {**walk.model, "norm_position": "post"} and (post.task, post.train) == (walk.task, walk.train)
+    sorting, blind = PRESETS["sorting"][1], PRESETS["no positions"][1]
+    assert sorting.task == blind.task == "digits" and sorting.model["pos"] != "none"
+    assert blind.model == {**sorting.model, "pos": "none"}
+    assert PRESETS["tales"][1].task == "tinytales"
+
+
+def test_your_own_text_is_split_90_10_into_training_and_validation():
+    """texts_for: "your own text is split 90% / 10%"."""
+    train, val = texts_for(LabSetup(task="text"), "the cat sat on the mat. " * 50)
+    assert len(train) / (len(train) + len(val)) == pytest.approx(0.9, abs=0.01)
+
+
+def test_slow_motion_trains_two_steps_per_tick():
+    """pages/training.py Slow motion: "Two steps per tick, to watch a quick model learn step by step"."""
+    at = open_page("training")
+    at.toggle(key="lab_slow").set_value(True).run()
+    at.button(key="lab_step").click().run()
+    assert at.session_state["lab_runs"][-1].steps_done == 2
+    at.button(key="lab_step").click().run()
+    assert at.session_state["lab_runs"][-1].steps_done == 4
