@@ -601,19 +601,38 @@ def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
 # --- the training lab (explorer/training.py, explorer/lab.py, pages/training.py) ---------------
 
 
-def test_the_presets_are_what_their_descriptions_say():
-    """PRESETS: "2 layers, 2 heads, d_model 32, learns the roses poem", "Digit sorting with positions", "No
-    positional encoding", "the same walkthrough model with the norm after each sum", "A small tiny-tales model"."""
-    about, walk = PRESETS["walkthrough"]
-    layers, heads, width = numbers(about)[:3]
-    assert (layers, heads, width) == (walk.model["n_layers"], walk.model["n_heads"], walk.model["d_model"])
-    assert walk.task == "roses" and walk == WALKTHROUGH
-    post = PRESETS["post-norm"][1]
-    assert post.model == {**walk.model, "norm_position": "post"} and (post.task, post.train) == (walk.task, walk.train)
-    sorting, blind = PRESETS["sorting"][1], PRESETS["no positions"][1]
-    assert sorting.task == blind.task == "digits" and sorting.model["pos"] != "none"
-    assert blind.model == {**sorting.model, "pos": "none"}
-    assert PRESETS["tales"][1].task == "tinytales"
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_each_preset_is_what_its_description_says(name):
+    """PRESETS: "2 layers, 2 heads, d_model 32", "with positions" / "with learned positions", "No positional
+    encoding ... Compare with ...", "the same walkthrough model with the norm after each sum", "SGD at learning
+    rate 1.0, no warmup, no gradient clipping", and the task each one names."""
+    about, setup = PRESETS[name]
+    m, train, words = setup.model, setup.train, about.lower()
+    if shape := re.search(r"(\d+) layers, (\d+) heads, d_model (\d+)", about):
+        assert tuple(map(int, shape.groups())) == (m["n_layers"], m["n_heads"], m["d_model"])
+    if "learned positions" in words:
+        assert m["pos"] == "learned"
+    if "with positions" in words:
+        assert m["pos"] != "none"
+    if "no positional encoding" in words:
+        twins = [s for n, (_, s) in PRESETS.items() if n != name and s.task == setup.task and s.model["pos"] != "none"]
+        assert twins and any(t.model == {**m, "pos": t.model["pos"]} and t.train == train for t in twins)
+        assert m["pos"] == "none"
+    if "post-norm" in words:
+        assert m == {**WALKTHROUGH.model, "norm_position": "post"} and (setup.task, train) == (WALKTHROUGH.task,
+                                                                                             WALKTHROUGH.train)
+    if rate := re.search(r"learning rate (\d+\.?\d*)", about):
+        assert train.lr == float(rate.group(1))
+    if "sgd" in words:
+        assert train.optimizer == "sgd"
+    if "no warmup" in words:
+        assert train.warmup == 0
+    if "no gradient clipping" in words:
+        assert train.grad_clip == 0
+    tasks = {"roses poem": "roses", "tiny-tales": "tinytales", "sorting": "digits", "reversal": "reverse",
+             "reversing": "reverse"}
+    named = {task for key, task in tasks.items() if key in words and not words.startswith("no positional")}
+    assert named <= {setup.task}
 
 
 def test_your_own_text_is_split_90_10_into_training_and_validation():
