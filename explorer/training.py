@@ -5,6 +5,7 @@ Nothing here touches the bundled models: every run builds its own model. A run i
 MAX_TRAINING runs compute at once across the whole server; the others wait for a free trainer.
 """
 import copy
+import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,7 @@ from model import corpora
 from model.checkpoint import Bundle
 from model.config import ModelConfig
 from model.generate import generate
+from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
 from model.presets import build_tokenizer, corpus_texts
 from model.tokenizers import Tokenizer
 from model.trainer import TrainConfig, Trainer
@@ -26,7 +28,14 @@ TICK_SECONDS = 0.2               # compute per tick, at most (plus one chunk of 
 MAX_RUNS = 4                     # runs kept per session (the oldest is dropped)
 MAX_SNAPSHOTS = 30               # attention snapshots kept per run
 WALL_BUDGET_S = 300              # a run stops after this much training time
-TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit sorting", "text": "Your own text"}
+TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit sorting",
+         "reverse": "Digit reversal", "text": "Your own text"}
+TASK_ABOUT = {"roses": "the roses poem", "tinytales": "tiny tales (simple English)",
+              "digits": "sorting lists of digits (3 1 2 > 1 2 3)",
+              "reverse": "reversing lists of digits (3 1 4 > 4 1 3)", "text": "your own text"}
+PACE_WINDOW = 10                 # recent ticks the time estimate reads
+PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
+clock = time.monotonic           # wall clock of the time estimate (tests replace it)
 
 # Bounds that keep one step quick on a shared 2-core host.
 BOUNDS = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64),
@@ -57,14 +66,21 @@ PRESETS = {
               LabSetup(task="tinytales", model={**MEDIUM, "activation": "gelu"}, train=MEDIUM_TRAIN)),
     "sorting": ("Digit sorting with positions: the model learns to look back at the list.",
                 LabSetup(task="digits", model={**MEDIUM, "pos": "learned"}, train=MEDIUM_TRAIN)),
-    "no positions": ("No positional encoding: watch it fail at sorting (it cannot tell what came first).",
-                     LabSetup(task="digits", model={**MEDIUM, "pos": "none"}, train=MEDIUM_TRAIN)),
+    "reversing": ("Digit reversal with learned positions: the model learns where each digit stood "
+                  "and reads the list backwards.",
+                  LabSetup(task="reverse", model={**MEDIUM, "pos": "learned"}, train=MEDIUM_TRAIN)),
+    "no positions": ("No positional encoding: watch it fail at reversing a list (it cannot tell which digit "
+                     "came last). Compare with the 'reversing' preset.",
+                     LabSetup(task="reverse", model={**MEDIUM, "pos": "none"}, train=MEDIUM_TRAIN)),
     "post-norm": ("The 2017 paper's post-norm: the same walkthrough model with the norm after each sum.",
                   LabSetup(model={**WALKTHROUGH.model, "norm_position": "post"})),
+    "diverging": ("Too high a learning rate: watch training blow up (SGD at learning rate 1.0, no warmup, "
+                  "no gradient clipping).",
+                  LabSetup(train=replace(WALKTHROUGH.train, optimizer="sgd", lr=1.0, warmup=0, grad_clip=0.0))),
 }
 
 PROBES = {"roses": "roses are red violets are blue", "tinytales": "the cat sat on the mat because it was tired",
-          "digits": "3 1 2 > 1 2 3"}
+          "digits": "3 1 2 > 1 2 3", "reverse": "3 1 4 1 5 > 5 1 4 1 3"}
 
 
 def check_setup(setup: LabSetup) -> list[str]:
@@ -103,8 +119,9 @@ class Run:
     evals: list[dict] = field(default_factory=list)          # step, val_loss, val_accuracy
     samples: list[tuple[int, str]] = field(default_factory=list)
     snapshots: list[tuple[int, torch.Tensor]] = field(default_factory=list)   # step, patterns (L, H, T, T)
-    status: str = "ready"                                     # ready, running, waiting, paused, done
-    seconds: float = 0.0
+    status: str = "ready"                                     # ready, running, waiting, paused, done, diverged
+    seconds: float = 0.0                                      # training compute time
+    ticks: list[tuple[float, int]] = field(default_factory=list)   # (wall clock, steps done) after recent ticks
 
     @property
     def model(self) -> TransformerLM:
@@ -115,16 +132,34 @@ class Run:
         return self.trainer.steps_done
 
     @property
+    def divergence(self):
+        """Where and how training blew up (model.trainer.Divergence), or None."""
+        return self.trainer.divergence
+
+    @property
     def finished(self) -> bool:
-        return self.steps_done >= self.setup.train.steps or self.seconds >= WALL_BUDGET_S
+        return (self.steps_done >= self.setup.train.steps or self.seconds >= WALL_BUDGET_S
+                or self.divergence is not None)
+
+    @property
+    def example(self) -> str:
+        """A sentence the model knows every token of: the probe sentence, else the start of its training text."""
+        ids = self.probe_ids
+        if self.tokenizer.unk_id is not None and self.tokenizer.unk_id in ids:
+            ids = self.trainer.train_ids[: self.model.cfg.max_len].tolist()
+        return self.tokenizer.decode(ids)
+
+    def _end_status(self) -> str:
+        return "diverged" if self.divergence else "done"
 
     def tick(self, seconds: float = TICK_SECONDS, chunk: int = 5) -> bool:
         """Train for about `seconds` if a trainer slot is free; returns False when it had to wait.
 
         `seconds=0` takes exactly one chunk of steps: slow motion, to watch a fast model learn.
+        Training stops at once when it diverges (status "diverged").
         """
         if self.finished:
-            self.status = "done"
+            self.status = self._end_status()
             return True
         if not _TRAINER_SLOTS.acquire(blocking=False):
             self.status = "waiting"
@@ -134,17 +169,36 @@ class Run:
             while not self.finished:
                 n = min(chunk, self.setup.train.steps - self.steps_done)
                 metrics = self.trainer.step(n)
-                self.history.append(dict(step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy,
-                                         lr=metrics.lr, tokens_per_s=metrics.tokens_per_s, **{
-                                             f"grad {k}": v for k, v in metrics.grad_norms.items()}))
+                if metrics is not None:
+                    self.history.append(dict(
+                        step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy, lr=metrics.lr,
+                        tokens_per_s=metrics.tokens_per_s, **{f"grad {k}": v for k, v in metrics.grad_norms.items()}))
                 if time.perf_counter() - start >= seconds:
                     break
             self.seconds += time.perf_counter() - start
-            self.observe()
+            if self.trainer.weights_finite():           # a diverged model's NaN would only fill the views with noise
+                self.observe()
         finally:
             _TRAINER_SLOTS.release()
-        self.status = "done" if self.finished else "running"
+        self.ticks = (self.ticks + [(clock(), self.steps_done)])[-PACE_WINDOW:]
+        self.status = self._end_status() if self.finished else "running"
         return True
+
+    def seconds_left(self) -> float | None:
+        """Wall-clock seconds until the step budget, from the pace of recent ticks (None before two ticks).
+
+        A tick trains for a fraction of the time between ticks (the page redraws in between), so the pace
+        is measured on the wall clock, not from the training compute time. Gaps longer than PAUSE_GAP_S
+        (a pause) are left out.
+        """
+        gaps = [(t1 - t0, s1 - s0) for (t0, s0), (t1, s1) in zip(self.ticks, self.ticks[1:]) if t1 - t0 < PAUSE_GAP_S]
+        wall, steps = sum(g for g, _ in gaps), sum(n for _, n in gaps)
+        if not wall or not steps:
+            return None
+        to_budget = (self.setup.train.steps - self.steps_done) * wall / steps
+        compute_per_wall = (self.seconds / self.steps_done) * steps / wall if self.steps_done else 0
+        to_time_limit = (WALL_BUDGET_S - self.seconds) / compute_per_wall if compute_per_wall else to_budget
+        return max(0.0, min(to_budget, to_time_limit))
 
     def observe(self) -> None:
         """Validation loss, a sample generation and an attention snapshot at the current step."""
@@ -163,11 +217,19 @@ class Run:
         if len(self.snapshots) > MAX_SNAPSHOTS:      # thin out evenly, keeping the first and the latest
             self.snapshots = self.snapshots[::2] + ([self.snapshots[-1]] if len(self.snapshots) % 2 == 0 else [])
 
+    @property
+    def publishable(self) -> bool:
+        """Whether the model may go to the model picker or a download: it did not diverge, every weight is finite."""
+        return self.divergence is None and self.trainer.weights_finite()
+
     def bundle(self) -> Bundle:
         """A frozen copy of the model as it is now, for the walk-through pages and for download."""
+        if not self.publishable:
+            raise ValueError(f"{self.label} has no finite trained model to publish"
+                             + (f": training diverged at step {self.divergence.step}." if self.divergence else "."))
         model = copy.deepcopy(self.model).eval()
         facts = {"trained_in": "training lab", "task": self.setup.task, "steps": self.steps_done,
-                 "train": self.setup.train.to_dict(),
+                 "train": self.setup.train.to_dict(), "example": self.example,
                  "val_loss": round(self.evals[-1]["val_loss"], 4) if self.evals else None}
         return Bundle(model, self.tokenizer, facts)
 

@@ -3,6 +3,7 @@
   roses         the one-line poem of many from-scratch walkthroughs
   tiny tales    seeded simple English with grammar to discover (agreement, pronouns, copying names)
   digit sorting "3 1 2 > 1 2 3 ." : the model must look back at the whole list
+  digit reversal "3 1 4 > 4 1 3 .": the model must know where each digit stood (needs positions)
   user text     whatever a student uploads, checked and tidied
 
 Tiny tales sentences are lowercase words separated by single spaces, ending in " .",
@@ -164,21 +165,44 @@ def tiny_tales_probes(n_per_set: int = 200, seed: int = PROBE_SEED) -> dict[str,
 
 # --- digit sorting -------------------------------------------------------------------------
 
-def digit_sorting_examples(n_examples: int, seed: int = 0, min_len: int = 3, max_len: int = 6) -> list[str]:
-    """Examples like "3 1 2 > 1 2 3 .": some digits, then the same digits sorted."""
+def _digit_examples(n_examples: int, seed: int, min_len: int, max_len: int, answer) -> list[str]:
+    """Examples "<digits> > <answer(digits)> .", with min_len to max_len random digits each."""
     if not 1 <= min_len <= max_len:
         raise ValueError(f"need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
     rng = random.Random(seed)
     out = []
     for _ in range(n_examples):
         digits = [str(rng.randrange(10)) for _ in range(rng.randint(min_len, max_len))]
-        out.append(" ".join(digits + [">"] + sorted(digits) + ["."]))
+        out.append(" ".join(digits + [">"] + answer(digits) + ["."]))
     return out
+
+
+def digit_sorting_examples(n_examples: int, seed: int = 0, min_len: int = 3, max_len: int = 6) -> list[str]:
+    """Examples like "3 1 2 > 1 2 3 .": some digits, then the same digits sorted."""
+    return _digit_examples(n_examples, seed, min_len, max_len, sorted)
 
 
 def digit_sorting(n_examples: int, seed: int = 0, min_len: int = 3, max_len: int = 6) -> str:
     """Digit sorting examples as one stream."""
     return " ".join(digit_sorting_examples(n_examples, seed, min_len, max_len))
+
+
+# Sorting needs no positions (a causal model sees which digits came, and sorted order ignores where they
+# stood). Reversal does: its first answer is the digit that came last. Lists of 5 to 8 digits, so the
+# model cannot get by with counting how many digits it has seen.
+REVERSAL_LENGTHS = (5, 8)
+REVERSAL_TEST_SEED = 424242        # held-out lists for exact-match tests: not the training or validation seeds
+
+
+def digit_reversal_examples(n_examples: int, seed: int = 0, min_len: int = REVERSAL_LENGTHS[0],
+                            max_len: int = REVERSAL_LENGTHS[1]) -> list[str]:
+    """Examples like "3 1 4 1 5 > 5 1 4 1 3 .": some digits, then the same digits in reverse order."""
+    return _digit_examples(n_examples, seed, min_len, max_len, lambda digits: digits[::-1])
+
+
+def digit_reversal(n_examples: int, seed: int = 0) -> str:
+    """Digit reversal examples as one stream."""
+    return " ".join(digit_reversal_examples(n_examples, seed))
 
 
 # --- user text -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from .config import ModelConfig
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, WordTokenizer
 from .trainer import TrainConfig
 
-CORPORA = ("roses", "tinytales", "digits")
+CORPORA = ("roses", "tinytales", "digits", "reverse")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ def corpus_texts(corpus: str, seed: int = 0) -> tuple[str, str]:
         return corpora.tiny_tales(20_000, seed=seed), corpora.tiny_tales(2_000, seed=seed + 1_000)
     if corpus == "digits":
         return corpora.digit_sorting(5_000, seed=seed), corpora.digit_sorting(500, seed=seed + 1_000)
+    if corpus == "reverse":
+        return corpora.digit_reversal(5_000, seed=seed), corpora.digit_reversal(500, seed=seed + 1_000)
     raise ValueError(f"unknown corpus {corpus!r}; choose one of {', '.join(CORPORA)}")
 
 

@@ -14,6 +14,7 @@ from .transformer import TransformerLM
 
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "inv_sqrt", "constant")
+DIVERGED_FACTOR = 5               # a loss above this many times ln(vocabulary size) means training blew up
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,15 @@ class StepMetrics:
     tokens_per_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """Where and how a run blew up; the trainer stops there."""
+    step: int                     # the optimizer step at which it was detected
+    loss: float                   # that step's training loss (NaN or inf when the numbers overflowed)
+    cause: str                    # "loss not finite", "loss exploded" or "weights not finite"
+    limit: float                  # the loss counted as exploded above this (DIVERGED_FACTOR x ln V)
+
+
 def make_batch(ids: torch.Tensor, batch_size: int, context: int, rng: torch.Generator):
     """Random windows of `context` tokens (B, T) and their next tokens (B, T)."""
     starts = torch.randint(0, len(ids) - context, (batch_size,), generator=rng)     # (B,)
@@ -105,6 +115,8 @@ class Trainer:
             self.layers.setdefault(layer_of(name), []).append(p)
         self.steps_done = 0
         self.history: list[StepMetrics] = []
+        self.divergence: Divergence | None = None
+        self.loss_limit = DIVERGED_FACTOR * math.log(model.cfg.vocab_size)   # uniform guessing scores ln V
         model.train()
 
     def _check_ids(self, ids, what: str) -> torch.Tensor:
@@ -114,35 +126,56 @@ class Trainer:
                              f"{self.context + 1} (the context length plus one). Use more text or a shorter context.")
         return ids
 
-    def step(self, n: int = 1) -> StepMetrics:
-        """Take n optimizer steps; returns their mean loss and accuracy, and the last step's details."""
+    def step(self, n: int = 1) -> StepMetrics | None:
+        """Take up to n optimizer steps; returns their mean loss and accuracy, and the last step's details.
+
+        Stops at once if training diverges (see `divergence`): a step whose loss is not finite or above
+        `loss_limit` is not taken. Weights that turned NaN or inf make the next step's loss NaN, and are
+        checked once more at the end of the call. Returns None when no step was completed.
+        """
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
-        start, total_loss, total_acc = time.perf_counter(), 0.0, 0.0
+        if self.divergence:
+            raise RuntimeError(f"this run diverged at step {self.divergence.step}; start a new one")
+        start, total_loss, total_acc, taken = time.perf_counter(), 0.0, 0.0, 0
         cfg = self.cfg
-        for i in range(n):
-            self.steps_done += 1
-            lr = cfg.lr_at(self.steps_done)
+        for _ in range(n):
+            lr = cfg.lr_at(self.steps_done + 1)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             x, y = make_batch(self.train_ids, cfg.batch_size, self.context, self.rng)  # (B, T), (B, T)
             logits = self.model(x)                                                       # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=cfg.label_smoothing)
+            value = loss.item()
+            if not math.isfinite(value) or value > self.loss_limit:
+                cause = "loss exploded" if math.isfinite(value) else "loss not finite"
+                self.divergence = Divergence(self.steps_done + 1, value, cause, self.loss_limit)
+                break
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if i == n - 1:
-                norms = self.grad_norms()  # before clipping, so the gradient flow view shows the real sizes
+            norms = self.grad_norms()  # before clipping, so the gradient flow view shows the real sizes
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             self.optimizer.step()
-            total_loss += loss.item()
+            self.steps_done += 1
+            taken += 1
+            total_loss += value
             total_acc += (logits.detach().argmax(-1) == y).float().mean().item()
+        if taken and not self.divergence and not self.weights_finite():
+            self.divergence = Divergence(self.steps_done, value, "weights not finite", self.loss_limit)
+        if not taken:
+            return None
         elapsed = time.perf_counter() - start
-        metrics = StepMetrics(step=self.steps_done, loss=total_loss / n, accuracy=total_acc / n, lr=lr,
+        metrics = StepMetrics(step=self.steps_done, loss=total_loss / taken, accuracy=total_acc / taken,
+                              lr=cfg.lr_at(self.steps_done),
                               grad_norms=norms,
-                              tokens_per_s=n * cfg.batch_size * self.context / max(elapsed, 1e-9))
+                              tokens_per_s=taken * cfg.batch_size * self.context / max(elapsed, 1e-9))
         self.history.append(metrics)
         return metrics
+
+    def weights_finite(self) -> bool:
+        """Whether every weight is a finite number (an overflowing step leaves NaN or inf behind)."""
+        return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
     def grad_norms(self) -> dict[str, float]:
         """The gradient norm of each layer from the last backward pass."""

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 
 from model import corpora as C
-from model.corpora import (PROBE_SEED, ROSES, TINY_TALES_WORDS, TRAIN_SEED, digit_sorting,
-                           digit_sorting_examples, roses_text, tiny_tales, tiny_tales_probes, user_text)
+from model.corpora import (PROBE_SEED, REVERSAL_TEST_SEED, ROSES, TINY_TALES_WORDS, TRAIN_SEED, digit_reversal,
+                           digit_reversal_examples, digit_sorting, digit_sorting_examples, roses_text, tiny_tales, tiny_tales_probes, user_text)
 
 TALES = tiny_tales(3000, seed=TRAIN_SEED)
 
@@ -80,6 +80,18 @@ def test_digit_sorting():
     assert digit_sorting(50, seed=2) != digit_sorting(50, seed=3)
     with pytest.raises(ValueError):
         digit_sorting(5, seed=0, min_len=4, max_len=3)
+
+
+def test_digit_reversal_is_seeded_and_its_held_out_lists_are_new():
+    examples = digit_reversal_examples(300, seed=0)
+    for ex in examples:
+        left, right = ex.removesuffix(" .").split(" > ")
+        assert right.split() == left.split()[::-1] and 5 <= len(left.split()) <= 8
+    assert digit_reversal(300, seed=0) == " ".join(examples) == digit_reversal(300, seed=0)
+    train = set(digit_reversal_examples(5000, seed=0))
+    held_out = digit_reversal_examples(200, seed=REVERSAL_TEST_SEED)
+    assert held_out != digit_reversal_examples(200, seed=0)
+    assert sum(ex in train for ex in held_out) < 10        # lists of 5-8 digits rarely repeat
 
 
 # --- tiny tales -----------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """The step-wise trainer: it learns, it is reproducible, and every knob does what it says."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,3 +121,60 @@ def test_text_too_short_for_one_example_is_refused_with_a_reason():
 def test_bad_recipes_are_refused(bad):
     with pytest.raises(ValueError):
         TrainConfig(**bad)
+
+
+# --- divergence: a learning rate far too high must stop the run, not train on NaN ----------------------
+
+def diverging_trainer() -> Trainer:
+    """The lab's diverging recipe on the roses poem: SGD at learning rate 1.0, no warmup, no clipping."""
+    return make_trainer(optimizer="sgd", lr=1.0, warmup=0, grad_clip=0.0, steps=300)
+
+
+def test_a_diverging_run_stops_at_the_step_its_loss_blows_up_and_never_trains_on_nan():
+    trainer = diverging_trainer()
+    losses = []
+    while trainer.divergence is None and trainer.steps_done < 300:
+        metrics = trainer.step(1)
+        if metrics:
+            losses.append(metrics.loss)
+    where = trainer.divergence
+    assert where is not None and where.step < 60                 # it blows up early, long before the budget
+    assert trainer.steps_done == where.step - 1                  # the exploding step was not taken
+    assert where.limit == pytest.approx(5 * math.log(TOKENIZER.vocab_size))
+    assert not math.isfinite(where.loss) or where.loss > where.limit
+    assert all(math.isfinite(x) and x <= where.limit for x in losses)
+    assert trainer.weights_finite()                              # stopped before the weights overflowed
+    with pytest.raises(RuntimeError, match=f"diverged at step {where.step}"):
+        trainer.step(1)
+
+
+def test_a_chunk_that_diverges_reports_only_its_completed_steps():
+    trainer = diverging_trainer()
+    while trainer.divergence is None:
+        trainer.step(5)
+    completed = [m.step for m in trainer.history]
+    assert completed and completed[-1] == trainer.steps_done < trainer.divergence.step
+    assert all(math.isfinite(m.loss) for m in trainer.history)
+
+
+def test_weights_that_turned_nan_stop_the_run():
+    trainer = make_trainer()
+    with torch.no_grad():
+        trainer.model.embed.tok.weight[TOKENIZER.encode("roses")[0], 0] = float("nan")   # a word every batch reads
+    assert trainer.step(3) is None                               # the first loss is already NaN
+    assert trainer.divergence.cause == "loss not finite" and trainer.divergence.step == 1
+
+
+def test_a_nan_weight_the_loss_does_not_see_is_caught_at_the_end_of_the_call():
+    trainer = make_trainer()
+    with torch.no_grad():
+        trainer.model.embed.tok.weight[0, 0] = float("nan")    # <unk>: the poem never reads it
+    metrics = trainer.step(3)
+    assert metrics.step == 3 and math.isfinite(metrics.loss)
+    assert trainer.divergence.cause == "weights not finite" and trainer.divergence.step == 3
+
+
+def test_a_sensible_recipe_never_counts_as_diverged():
+    trainer = make_trainer(optimizer="sgd", lr=0.5, warmup=0, grad_clip=0.0, steps=300)
+    trainer.step(300)
+    assert trainer.divergence is None and trainer.steps_done == 300
