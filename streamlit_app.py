@@ -6,7 +6,7 @@ import torch
 
 from explorer.lab import pause_all
 from explorer.state import current_view
-from explorer.steps import LAB, STEPS
+from explorer.steps import DISCOVER, LAB, STEPS
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
@@ -21,7 +21,8 @@ def as_page(step):
                    default=step.slug == "home")
 
 
-page = st.navigation({"Walk-through": [as_page(s) for s in STEPS], "Lab": [as_page(LAB)]})
+page = st.navigation({"Walk-through": [as_page(s) for s in STEPS], "Discover": [as_page(DISCOVER)],
+                      "Lab": [as_page(LAB)]})
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries

@@ -31,10 +31,14 @@ STEPS = [
 ]
 LAB = Step("training", "Training lab", "pages/training.py", ":material/model_training:",
            "Train a small transformer live, watch it learn, then explore it.")
-BY_SLUG = {step.slug: step for step in [*STEPS, LAB]}
+DISCOVER = Step("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
+                "Skills hidden in the model, found by searching its heads: guess first, then see.")
+BY_SLUG = {step.slug: step for step in [*STEPS, DISCOVER, LAB]}
 
 
 def neighbours(slug: str) -> tuple[Step | None, Step | None]:
-    """The steps before and after `slug` (None at either end)."""
+    """The steps before and after `slug` (None at either end, and for a page outside the walk-through)."""
+    if slug not in [s.slug for s in STEPS]:
+        return None, None
     i = [s.slug for s in STEPS].index(slug)
     return (STEPS[i - 1] if i > 0 else None), (STEPS[i + 1] if i + 1 < len(STEPS) else None)

@@ -1,0 +1,49 @@
+"""Discoveries: skills hidden in the model, found by searching its heads. Guess, reveal, then see it on its page."""
+import streamlit as st
+
+from explorer import discoveries as D
+from explorer.layout import explanation, page_header, step_nav
+from explorer.state import view
+
+D.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
+v = view()
+page_header("discoveries", v)
+explanation(v, D.INTRO, title="How these were found")
+name, notice = D.subject_model(v.name)
+if notice:
+    st.info(notice, icon=":material/info:")
+
+
+def draw(discovery: D.Discovery) -> None:
+    """One card: the story, the student's guess, then the model's answer and the "Show me" button."""
+    saved = D.guesses().get(discovery.key, {})
+    revealed = saved.get("revealed", False)
+    if discovery.key == "diverging" and revealed and discovery.target is not None:
+        discovery = D.diverging_card(D.cached_lab_outcome(D.DIVERGING))      # trains only once revealed
+    with st.container(border=True):
+        st.subheader(discovery.title)
+        st.markdown(discovery.story)
+        if discovery.target is None:
+            return
+        options = list(discovery.options)
+        guess = st.radio(discovery.question, options, key=f"discovery_radio_{discovery.key}", disabled=revealed,
+                         index=options.index(saved["guess"]) if saved.get("guess") in options else None)
+        if not revealed:
+            st.button("Reveal", key=f"discovery_reveal_{discovery.key}", on_click=D.reveal, args=(discovery.key,),
+                      disabled=guess is None, icon=":material/visibility:",
+                      help="Pick your guess first." if guess is None else "See what the model does.")
+            return
+        st.markdown(D.verdict(discovery, saved["guess"]))
+        st.markdown(discovery.reveal)
+        st.button("Show me", key=f"discovery_show_{discovery.key}", on_click=D.show_me, args=(discovery.target,),
+                  type="primary", icon=":material/arrow_forward:",
+                  help="Open the page that shows this, with the model, sentence, layer, head and token set.")
+
+
+cards = [*D.cached_discoveries(name), D.diverging_card()]
+columns = [st.container()] if v.presenter else st.columns(2)
+for i, card in enumerate(cards):
+    with columns[i % len(columns)]:
+        draw(card)
+
+step_nav("discoveries")
