@@ -10,7 +10,8 @@ import streamlit as st
 
 from model.checkpoint import from_bytes, to_bytes
 
-from .training import (MAX_RUNS, MAX_TRAINING, PRESETS, WALL_BUDGET_S, LabSetup, Run, TrainConfig, new_run)
+from .state import apply_view
+from .training import MAX_RUNS, MAX_TRAINING, PRESETS, LabSetup, Run, TrainConfig, new_run, preset_hint
 
 TICK_EVERY = 0.6                 # seconds between live ticks (each computes at most TICK_SECONDS)
 DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views
@@ -27,6 +28,10 @@ The **learning rate** is how big each adjustment is: too small and you learn slo
 overshoot. Watch the loss fall, the samples turn from gibberish into text, and the attention
 patterns form. Then explore your model on the walk-through pages.
 """
+
+SHARING = ("**To share a trained model** with a class, download its file: a link cannot carry it (a trained model "
+           "lives only in the browser tab that trained it). Students upload the .safetensors file here, and the "
+           "model appears in their model picker in the sidebar.")
 
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation")
 TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing")
@@ -56,6 +61,7 @@ def init_setup_widgets() -> None:
 
 
 def apply_preset() -> None:
+    """Set every knob to the preset named in st.session_state["lab_preset"] (other pages may call it too)."""
     _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
 
 
@@ -71,6 +77,15 @@ def setup_from_widgets() -> LabSetup:
     return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], probe=state.get("lab_probe", ""),
                     model=model,
                     train=TrainConfig(**train))
+
+
+def setup_hint() -> str:
+    """The preset's description, or what the changed knobs will train ("Custom: ...")."""
+    try:
+        setup = setup_from_widgets()
+    except ValueError as problem:
+        return f"Custom settings that cannot be trained yet: {problem}"
+    return preset_hint(setup, st.session_state["lab_preset"])
 
 
 def user_text() -> str | bytes | None:
@@ -135,7 +150,7 @@ def start() -> None:
 def pause() -> None:
     st.session_state["lab_running"] = False
     run = active_run()
-    if run is not None and run.status != "done":
+    if run is not None and not run.finished:
         run.status = "paused"
 
 
@@ -170,7 +185,8 @@ def tick() -> None:
     st.session_state["lab_messages"] = []
     if run.finished:
         st.session_state["lab_running"] = False
-        publish()
+        if run.publishable:          # a diverged run is explained on the page, never published
+            publish()
 
 
 def pause_all() -> None:
@@ -183,23 +199,52 @@ def progress_text(run: Run) -> str:
     last = run.history[-1] if run.history else {}
     speed = last.get("tokens_per_s", 0)
     budget = run.setup.train.steps
-    steps_per_s = run.steps_done / run.seconds if run.seconds else 0
-    left = min((budget - run.steps_done) / steps_per_s if steps_per_s else 0, WALL_BUDGET_S - run.seconds)
     status = {"waiting": "waiting for a free trainer"}.get(run.status, run.status)
-    return (f"{run.label}: step {run.steps_done} of {budget} · {status} · {speed:,.0f} tokens/s · "
-            f"about {max(0, left):.0f} s left")
+    if run.divergence:
+        status = f"diverged at step {run.divergence.step}"
+    text = f"{run.label}: step {run.steps_done} of {budget} · {status} · {speed:,.0f} tokens/s"
+    left = run.seconds_left()
+    if not run.finished and left is not None:
+        text += f" · about {left:.0f} s left"
+    return text
 
 
 def published_name(run: Run) -> str:
     return f"lab: {run.label}"
 
 
-def publish() -> None:
-    """Put a frozen copy of the active run's model into the sidebar's model picker."""
+def publish() -> str | None:
+    """Put a frozen copy of the active run's model into the sidebar's model picker; returns its name.
+
+    A diverged run (NaN or exploded weights) is refused with a message: its numbers would mean nothing.
+    """
     run = active_run()
     if run is None:
+        return None
+    if not run.publishable:
+        st.session_state["lab_messages"] = [f"{run.label} diverged, so its model is not added to the model picker. "
+                                            "Lower the learning rate and press Start."]
+        return None
+    name = published_name(run)
+    _add_to_model_picker(name, run.bundle())
+    return name
+
+
+def explore() -> None:
+    """The "Explore it" button: publish the model, select it with a sentence it knows, go to the walk-through.
+
+    A callback cannot switch pages, so it leaves a flag (lab_explore) the page script acts on.
+    """
+    name = publish()
+    if name is None:
         return
-    _add_to_model_picker(published_name(run), run.bundle())
+    apply_view(model=name, text=active_run().example)
+    st.session_state["lab_explore"] = name
+
+
+def take_explore_request() -> str | None:
+    """The model name the Explore button asked to open (once), or None."""
+    return st.session_state.pop("lab_explore", None)
 
 
 def _add_to_model_picker(name: str, bundle) -> None:

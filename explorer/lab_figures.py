@@ -1,56 +1,100 @@
 """Figures for the training lab: plain functions of a run's history (Plotly: cheap to redraw live)."""
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .plot import heatmap, labels, safe, style
 
-COLOURS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377"]   # Paul Tol's colour-blind-safe set
+# Paul Tol's "muted" scheme: nine colours, distinct for colour-blind viewers, one per legend entry of a figure.
+COLOURS = ["#332288", "#CC6677", "#999933", "#44AA99", "#117733", "#88CCEE", "#882255", "#DDCC77", "#AA4499"]
+DIVERGED = "#000000"          # the divergence marker: black, unlike every curve
+
+
+def log_ticks(values) -> dict:
+    """Clean tick labels for a log axis over `values`: 0.1, 0.2, 0.5, 1, 2, 5, ... (Plotly's own repeat 2, 5)."""
+    finite = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not finite:
+        return {}
+    low, high = math.floor(math.log10(min(finite))), math.ceil(math.log10(max(finite)))
+    ticks = [m * 10.0 ** e for e in range(low, high + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if min(finite) / 2.5 <= t <= max(finite) * 2.5]
+    return dict(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
 
 
 def loss_figure(run, log_scale: bool = False, presenter: bool = False) -> go.Figure:
-    """Training and validation loss against steps."""
+    """Training and validation loss against steps; a diverged run is marked where its loss blew up."""
     fig = go.Figure(layout=dict(title="Loss", xaxis_title="step", yaxis_title="cross-entropy loss"))
-    steps = [h["step"] for h in run.history]
-    fig.add_scatter(x=steps, y=[h["loss"] for h in run.history], name="train", line_color=COLOURS[0],
+    steps, losses = [h["step"] for h in run.history], [h["loss"] for h in run.history]
+    fig.add_scatter(x=steps, y=losses, name="train", line_color=COLOURS[0],
                     hovertemplate="step %{x}: train loss %{y:.4f}<extra></extra>")
     fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["val_loss"] for e in run.evals], name="validation",
                     mode="lines+markers", line_color=COLOURS[1],
                     hovertemplate="step %{x}: validation loss %{y:.4f}<extra></extra>")
+    values = losses + [e["val_loss"] for e in run.evals]
+    if run.divergence:
+        values.append(_add_divergence(fig, run))
     if log_scale:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", **log_ticks(values))
     return style(fig, presenter, 320)
+
+
+def _add_divergence(fig: go.Figure, run) -> float:
+    """A black cross at the step the loss blew up, and the limit it crossed; returns the cross's height."""
+    where = run.divergence
+    shown = f"{where.loss:,.1f}" if math.isfinite(where.loss) else "NaN (overflow)"
+    last = run.history[-1]["loss"] if run.history else where.limit
+    y = min(where.loss, 2 * where.limit) if math.isfinite(where.loss) else max(last, where.limit)
+    fig.add_scatter(x=[where.step], y=[y], name=f"diverged at step {where.step}", mode="markers+text",
+                    marker=dict(symbol="x", size=16, color=DIVERGED), text=[f"diverged: loss {shown}"],
+                    textposition="middle left", textfont_color=DIVERGED,
+                    hovertemplate=f"step {where.step}: loss {shown}<extra>diverged</extra>")
+    fig.add_hline(y=where.limit, line_dash="dot", line_color=DIVERGED,
+                  annotation_text=f"limit: 5 × ln(vocabulary) = {where.limit:.1f}", annotation_position="top left")
+    return y
 
 
 def metrics_figure(run, presenter: bool = False) -> go.Figure:
     """Accuracy, learning rate and per-layer gradient norms (gradient flow) side by side."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("accuracy", "learning rate", "gradient norm per layer"))
     steps = [h["step"] for h in run.history]
+    colours = iter(COLOURS)
     fig.add_scatter(x=steps, y=[h["accuracy"] for h in run.history], name="train accuracy", row=1, col=1,
-                    line_color=COLOURS[0], hovertemplate="step %{x}: %{y:.3f}<extra>train accuracy</extra>")
+                    line_color=next(colours), hovertemplate="step %{x}: %{y:.3f}<extra>train accuracy</extra>")
     fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["val_accuracy"] for e in run.evals], row=1, col=1,
-                    name="validation accuracy", mode="lines+markers", line_color=COLOURS[1],
+                    name="validation accuracy", mode="lines+markers", line_color=next(colours),
                     hovertemplate="step %{x}: %{y:.3f}<extra>validation accuracy</extra>")
     fig.add_scatter(x=steps, y=[h["lr"] for h in run.history], name="learning rate", row=1, col=2,
-                    line_color=COLOURS[2], hovertemplate="step %{x}: %{y:.2e}<extra>learning rate</extra>")
+                    line_color=next(colours), hovertemplate="step %{x}: %{y:.2e}<extra>learning rate</extra>")
     layers = [k for k in (run.history[0] if run.history else {}) if k.startswith("grad ")]
-    for i, key in enumerate(layers):
+    for key in layers:                  # at most embed, 4 blocks, unembed: 9 traces in all, 9 colours
         fig.add_scatter(x=steps, y=[h[key] for h in run.history], name=key[5:], row=1, col=3,
-                        line_color=COLOURS[i % len(COLOURS)],
-                        hovertemplate="step %{x}: %{y:.4f}<extra>" + key[5:] + "</extra>")
-    fig.update_yaxes(type="log", row=1, col=3)
+                        line_color=next(colours), hovertemplate="step %{x}: %{y:.4f}<extra>" + key[5:] + "</extra>")
+    fig.update_yaxes(type="log", row=1, col=3, **log_ticks([h[k] for h in run.history for k in layers]))
     fig.update_layout(title="Accuracy, learning rate and gradient flow", legend=dict(orientation="h", y=-0.3))
     return style(fig, presenter, 320)
 
 
-def compare_figure(runs, describe, presenter: bool = False) -> go.Figure:
-    """Loss curves of every kept run, labelled by what differs from the first."""
+def same_task_runs(runs, active) -> list:
+    """The runs trained on the active run's task: losses of different tasks cannot be compared."""
+    return [run for run in runs if run.setup.task == active.setup.task]
+
+
+def compare_figure(runs, describe, settings, presenter: bool = False) -> go.Figure:
+    """Loss curves of runs of one task; the legend says what differs from the first, the hover every setting."""
     fig = go.Figure(layout=dict(title="Compare runs: training loss", xaxis_title="step", yaxis_title="loss",
                                 yaxis_type="log", legend=dict(orientation="h", y=-0.3)))
-    for i, run in enumerate(runs):
-        label = run.label if i == 0 else f"{run.label}: {describe(run.setup, runs[0].setup)}"
+    first = runs[0]
+    for run, colour in zip(runs, COLOURS):
+        differs = "reference" if run is first else describe(run.setup, first.setup)
+        if len(differs) > 40:
+            differs = differs[:38].rsplit(",", 1)[0] + ", …"
+        words = settings(run.setup)
+        details = "<br>".join(safe(", ".join(words[i:i + 5])) for i in range(0, len(words), 5))
         fig.add_scatter(x=[h["step"] for h in run.history], y=[h["loss"] for h in run.history],
-                        name=safe(label), line_color=COLOURS[i % len(COLOURS)],
-                        hovertemplate="step %{x}: loss %{y:.4f}<extra>" + safe(run.label) + "</extra>")
+                        name=safe(f"{run.label}: {differs}"), line_color=colour,
+                        hovertemplate="step %{x}: loss %{y:.4f}<br>" + details + "<extra>" + safe(run.label) + "</extra>")
+    fig.update_yaxes(**log_ticks([h["loss"] for run in runs for h in run.history]))
     return style(fig, presenter, 340)
 
 

@@ -255,12 +255,125 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
     return run
 
 
+# Learning rates above these are very high for the optimizer (the presets train at 0.003-0.01 with AdamW;
+# SGD with momentum learns the roses poem at 0.3-0.5 and blows up at 1.0).
+HIGH_LR = {"adamw": 0.05, "sgd": 0.5}
+OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd": "SGD"}
+
+
+def divergence_explanation(run: Run) -> str:
+    """What happened to a diverged run, why, and what to try, in words naming this run's own settings."""
+    where, train = run.divergence, run.setup.train
+    vocab = run.model.cfg.vocab_size
+    guess = math.log(vocab)
+    if where.cause == "loss exploded":
+        what = (f"the loss jumped to {where.loss:,.1f}, more than {where.limit / guess:.0f} times the "
+                f"{guess:.2f} a model scores by guessing evenly among its {vocab} tokens")
+    elif where.cause == "loss not finite":
+        what = "the loss overflowed to NaN (not a number): the model's numbers grew past what a computer can hold"
+    else:
+        what = "some weights overflowed to NaN or infinity"
+    causes, tries = [], []
+    optimizer = OPTIMIZER_NAMES[train.optimizer]
+    if train.lr > HIGH_LR[train.optimizer]:
+        causes.append(f"learning rate {train.lr} is very high for {optimizer}")
+        tries.append(f"a learning rate of {train.lr / 10:g}")
+    if train.warmup == 0:
+        causes.append("no warmup: the full learning rate hit the random starting weights from step 1")
+        tries.append("20 warmup steps")
+    if train.grad_clip == 0:
+        causes.append("no gradient clipping: nothing capped a step when the gradient grew large")
+        tries.append("gradient clipping at 1.0")
+    if not causes:
+        causes.append(f"learning rate {train.lr} with {optimizer} is too high for this model")
+        tries.append(f"a learning rate of {train.lr / 10:g}")
+    return (f"**Training diverged at step {where.step}**: {what}. The run stopped there; the chart shows the "
+            "loss up to that step.\n\n"
+            "Why: each step moved the weights too far. They overshot the low point of the loss, landed where "
+            "the loss is higher and the slope steeper, so the next step overshot even more, until the numbers "
+            f"blew up. In this run: {'; '.join(causes)}.\n\n"
+            f"Try {_and_list(tries)}, then press Start. This model is not added to the model picker "
+            "and cannot be downloaded.")
+
+
+def _and_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+@torch.no_grad()
+def exact_match(model: TransformerLM, tokenizer: Tokenizer, examples: list[str]) -> float:
+    """The share of examples "<question> > <answer>" whose greedy completion after ">" is exactly the answer."""
+    by_length: dict[tuple[int, int], list[tuple[list[int], list[int]]]] = {}
+    for example in examples:
+        question, answer = example.split(" > ")
+        prompt, want = tokenizer.encode(question + " >"), tokenizer.encode(answer)
+        by_length.setdefault((len(prompt), len(want)), []).append((prompt, want))
+    right = 0
+    for (_, n_new), pairs in by_length.items():       # same lengths: one batch, greedy, n_new steps
+        ids = torch.tensor([prompt for prompt, _ in pairs])                          # (B, T)
+        for _ in range(n_new):
+            logits = model.predict(ids[:, -model.cfg.max_len:])                      # (B, T, V)
+            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)    # (B, T+1)
+        want = torch.tensor([w for _, w in pairs])                                   # (B, n_new)
+        right += int((ids[:, -n_new:] == want).all(-1).sum())
+    return right / len(examples)
+
+
+def reversal_score(run: Run, n: int = 200) -> float:
+    """Exact-match accuracy on n held-out reversal lists (another seed than training and validation)."""
+    return exact_match(run.model, run.tokenizer, digit_reversal_examples(n, seed=REVERSAL_TEST_SEED))
+
+
+def setting_words(setup: LabSetup, base: LabSetup | None = None) -> list[str]:
+    """Short words for the settings of `setup` (only those that differ from `base`, if given)."""
+    train, other = setup.train.to_dict(), (base.train.to_dict() if base else {})
+    model, other_model = setup.model, (base.model if base else {})
+    words = []
+    if base is None or setup.task != base.task:
+        words.append(TASKS.get(setup.task, setup.task).lower())
+    if base is None or setup.tokenizer != base.tokenizer:
+        words.append(f"{setup.tokenizer} tokens")
+    names = {"d_model": "d_model", "n_heads": "heads", "n_layers": "layers", "d_ff": "d_ff", "max_len": "context",
+             "norm_position": "norm", "activation": "", "norm": "norm:"}
+    for key, value in model.items():
+        if other_model.get(key) != value:
+            if key == "pos":
+                words.append("no positions" if value == "none" else f"{value} positions")
+            elif key in ("n_layers", "n_heads"):
+                words.append(f"{value} {names[key]}")
+            elif key == "norm_position":
+                words.append(f"{value}-norm")
+            elif key == "norm":
+                words.append("no norm" if value == "none" else f"{value} norm")
+            else:
+                words.append(f"{names.get(key, key)} {value}".strip())
+    short = {"lr": "lr", "batch_size": "batch", "warmup": "warmup", "steps": "steps", "grad_clip": "clip",
+             "label_smoothing": "smoothing", "weight_decay": "decay", "momentum": "momentum", "seed": "seed"}
+    for key, value in train.items():
+        if other.get(key) != value:
+            if key == "optimizer":
+                words.append(OPTIMIZER_NAMES[value])
+            elif key == "schedule":
+                words.append(f"{value} schedule")
+            elif key == "grad_clip" and not value:
+                words.append("no clipping")
+            elif key == "warmup" and not value:
+                words.append("no warmup")
+            else:
+                words.append(f"{short[key]} {value:g}" if isinstance(value, float) else f"{short[key]} {value}")
+    return words
+
+
 def describe_difference(setup: LabSetup, other: LabSetup) -> str:
     """What differs between two setups, in a few words, to label overlaid loss curves."""
-    diffs = [f"{k}={v}" for k, v in setup.model.items() if other.model.get(k) != v]
-    diffs += [f"{k}={v}" for k, v in setup.train.to_dict().items() if other.train.to_dict().get(k) != v]
-    if setup.task != other.task:
-        diffs.insert(0, f"task={setup.task}")
-    if setup.tokenizer != other.tokenizer:
-        diffs.insert(0, f"tokenizer={setup.tokenizer}")
-    return ", ".join(diffs) or "same settings"
+    return ", ".join(setting_words(setup, other)) or "same settings"
+
+
+def preset_hint(setup: LabSetup, preset: str) -> str:
+    """What pressing Start will train: the preset's description, or "Custom: ..." when the knobs differ."""
+    about, base = PRESETS[preset]
+    if setup == base:
+        return about
+    shape = f"{setup.model['n_layers']} layers, {setup.model['n_heads']} heads, d_model {setup.model['d_model']}"
+    return (f"Custom: trains a model of {shape} on {TASK_ABOUT.get(setup.task, setup.task)}. "
+            f"Changed from the '{preset}' preset: {describe_difference(setup, base)}.")

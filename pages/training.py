@@ -2,10 +2,17 @@
 import streamlit as st
 
 from explorer import lab
-from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, snapshot_figure
+from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, same_task_runs, snapshot_figure
 from explorer.layout import explanation, page_header
 from explorer.state import view
-from explorer.training import PRESETS, TASKS, describe_difference
+from explorer.training import (PRESETS, TASK_ABOUT, TASKS, describe_difference, divergence_explanation, preset_hint,
+                               setting_words)
+
+explored = lab.take_explore_request()
+if explored:                          # "Explore it in the walk-through" was pressed: go there with the new model
+    st.toast(f"Now exploring {explored} on the walk-through pages, with a sentence it knows.",
+             icon=":material/travel_explore:")
+    st.switch_page("pages/home.py")
 
 v = view()
 page_header("training", v)
@@ -16,7 +23,7 @@ st.subheader("1. Set up")
 lab.init_setup_widgets()
 left, right = st.columns([1, 2])
 left.selectbox("Preset", list(PRESETS), key="lab_preset", on_change=lab.apply_preset)
-right.info(PRESETS[st.session_state["lab_preset"]][0], icon=":material/lightbulb:")
+hint = right.empty()                  # filled below, once the widgets hold this run's settings
 task = st.radio("Task", list(TASKS), format_func=TASKS.get, key="lab_task", horizontal=True)
 if task == "text":
     st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
@@ -49,20 +56,25 @@ if not v.presenter:
         c.number_input("Gradient clipping (0 = off)", 0.0, 100.0, key="lab_grad_clip")
         c.number_input("Label smoothing", 0.0, 0.9, key="lab_label_smoothing")
 
+hint.info(lab.setup_hint(), icon=":material/lightbulb:")
+
 # 2) the controls, like TensorFlow Playground's
 st.subheader("2. Train")
-buttons = st.columns([1, 1, 1, 1, 3])
-buttons[0].button("Start", icon=":material/play_arrow:", on_click=lab.start, type="primary", key="lab_start")
-buttons[1].button("Pause", icon=":material/pause:", on_click=lab.pause, key="lab_pause")
-buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, key="lab_step",
+buttons = st.columns(4 if v.presenter else [1, 1, 1, 1, 2])
+buttons[0].button("Start", icon=":material/play_arrow:", on_click=lab.start, type="primary", key="lab_start",
+                  width="stretch")
+buttons[1].button("Pause", icon=":material/pause:", on_click=lab.pause, key="lab_pause", width="stretch")
+buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, key="lab_step", width="stretch",
                   help="Train for one tick (a fraction of a second), then stop.")
-buttons[3].button("Reset", icon=":material/restart_alt:", on_click=lab.reset, key="lab_reset",
+buttons[3].button("Reset", icon=":material/restart_alt:", on_click=lab.reset, key="lab_reset", width="stretch",
                   help="Start this run again from random weights with the settings above.")
 st.toggle("Slow motion", key="lab_slow", help="Two steps per tick, to watch a quick model learn step by step.")
 for message in lab.messages():
     st.warning(message, icon=":material/warning:")
 
 run = lab.active_run()
+if run is not None and run.divergence:
+    st.error(divergence_explanation(run), icon=":material/trending_up:")
 
 
 @st.fragment(run_every=lab.TICK_EVERY if lab.is_running() else None)
@@ -111,16 +123,26 @@ live_details()
 
 # 3) compare and keep
 runs = lab.runs()
-if len(runs) > 1:
+comparable = same_task_runs(runs, run) if run is not None else []
+if len(comparable) > 1:
     st.subheader("3. Compare runs")
-    st.plotly_chart(compare_figure(runs, describe_difference, v.presenter), key="lab_compare_chart")
+    st.plotly_chart(compare_figure(comparable, describe_difference, setting_words, v.presenter),
+                    key="lab_compare_chart")
+    hidden = len(runs) - len(comparable)
+    st.caption(f"Runs on {TASK_ABOUT[run.setup.task]} only: losses of different tasks cannot be compared"
+               + (f" ({hidden} run{'s' * (hidden > 1)} on other tasks not shown)." if hidden else ".")
+               + " Each label says what differs from the first run; hover a curve for all its settings.")
 st.subheader("Explore, download or upload a model")
-left, middle, right = st.columns(3)
-if run is not None and run.steps_done:
-    left.button("Explore it in the walk-through", icon=":material/travel_explore:", on_click=lab.publish,
-                key="lab_publish", help="Adds a frozen copy of this model to the sidebar's model picker.")
-    middle.download_button("Download (.safetensors)", data=lab.download_bytes(run), icon=":material/download:",
-                           file_name=f"{run.label.replace(' ', '_')}.safetensors", key="lab_download",
-                           on_click="ignore")
+left, right = st.columns(2)
+if run is not None and run.steps_done and run.publishable:
+    left.button("Explore it in the walk-through", icon=":material/travel_explore:", on_click=lab.explore,
+                key="lab_publish", width="stretch",
+                help="Adds a frozen copy of this model to the sidebar's model picker and opens the walk-through.")
+    left.download_button("Download (.safetensors)", data=lab.download_bytes(run), icon=":material/download:",
+                         file_name=f"{run.label.replace(' ', '_')}.safetensors", key="lab_download",
+                         on_click="ignore", width="stretch")
+elif run is not None and run.divergence:
+    left.caption("A diverged model cannot be explored or downloaded: its numbers are NaN or exploded.")
 right.file_uploader("Upload a model file", type=["safetensors"], key="lab_model_upload", on_change=lab.upload,
-                   max_upload_size=50)
+                    max_upload_size=50)
+st.caption(lab.SHARING)
