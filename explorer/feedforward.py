@@ -28,9 +28,9 @@ page, depending on what its vector says.
 
 The notebook lookup has three moves:
 
-1. **Expand.** The token's vector of *D* numbers is multiplied by a matrix **W_in**, giving *F* numbers,
-   usually four times as many. Each of those numbers is one **neuron**: it measures how strongly the
-   token matches one pattern the model learned ("is this a verb?", "did a name come before?").
+1. **Expand.** The token's vector of *D* numbers is multiplied by a matrix **W_in**, giving *F* numbers
+   (here {D} → {F}: {times} as many; four times is the usual choice). Each of those numbers is one
+   **neuron**: it measures how strongly the token matches one pattern the model learned ("is this a verb?", "did a name come before?").
 2. **Activate.** A simple bend is applied to each neuron. **ReLU** keeps positive values and turns every
    negative one into exactly 0; **GELU** does nearly the same but lets small negative values through,
    softly. This bend is what lets the network learn more than straight-line rules: a neuron stays
@@ -43,6 +43,13 @@ vector always gives the same result, wherever it sits in the sentence. Walk thro
 from left to right: the three moves, which neurons fire, the strongest neurons of one token, how many
 values the bend switches off, and what the model guesses without this layer.
 """
+
+
+def intro(cfg) -> str:
+    """TEXT with this model's widths: how many times wider the hidden layer is than the stream."""
+    ratio = cfg.d_ff / cfg.d_model
+    times = {2: "twice", 4: "four times"}.get(ratio, f"{ratio:g} times")
+    return TEXT.format(D=cfg.d_model, F=cfg.d_ff, times=times)
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
 SECTIONS = ["Expand, activate, contract", "Which neurons fire", "The strongest neurons", "Switched off",

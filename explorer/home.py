@@ -27,6 +27,20 @@ class Stage:
     detail: str
 
 
+NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm"}
+
+
+def residual_detail(cfg) -> str:
+    """What the norm does to the stream, for this model's norm and its position."""
+    if cfg.norm == "none":
+        return "Every layer adds its work to the stream; this model has no normalization."
+    if cfg.norm_position == "pre":
+        return (f"Every layer adds its work to the stream; {NORM_NAMES[cfg.norm]} rescales the copy each sublayer "
+                "reads (pre-norm), so the stream itself can grow.")
+    return (f"Every layer adds its work to the stream; {NORM_NAMES[cfg.norm]} rescales the stream after each "
+            "addition (post-norm), so it keeps its scale.")
+
+
 def pipeline(view: View) -> list[Stage]:
     """The stages of the forward pass with the shapes this sentence produces."""
     trace, cfg = view.trace, view.bundle.model.cfg
@@ -36,7 +50,8 @@ def pipeline(view: View) -> list[Stage]:
     best = int(probs.argmax())
     return [
         Stage("tokenization", "Tokens", f"{T} tokens",
-              f"The text becomes {T} token ids from a vocabulary of {V}."),
+              f"The model reads {T} token ids from a vocabulary of {V}"
+              + (f" (the last {T} of the text's {T + view.prepared.dropped})." if view.prepared.dropped else ".")),
         Stage("embedding", "Embeddings", f"{T} x {D}",
               f"Each token id picks a row of {D} learned numbers."),
         Stage("positions", "+ positions", f"{T} x {D}",
@@ -47,7 +62,7 @@ def pipeline(view: View) -> list[Stage]:
         Stage("feedforward", "Feed-forward", f"{T} x {D} → {T} x {F} → {T} x {D}",
               f"Each token is expanded to {F} neurons, activated ({cfg.activation}) and contracted back."),
         Stage("residual", "Residual stream & norm", f"{T} x {D}",
-              f"Every layer adds its work to the stream; {cfg.norm} norm ({cfg.norm_position}-norm) keeps its scale."),
+              residual_detail(cfg)),
         Stage("prediction", "Next-token probabilities", f"{V} scores",
               f"The last position's {V} scores become probabilities: the top guess is "
               f"{quote(view.bundle.tokenizer.vocab[best])} at {probs[best]:.0%}."),

@@ -55,7 +55,7 @@ model predict best; the figures show what it found.
 _NONE = """\
 This model has **no position signal**: its position vectors are all zeros, so each token's input is
 its token embedding alone. To the model the sentence arrives as a bag of words: "the dog chased the
-cat" and "the cat chased the dog" enter as the same five vectors in a different order. The only hint
+cat" and "the cat chased the dog" enter as the same vectors (one per token) in a different order. The only hint
 of order left is the causal mask of the next step (each token sees only the tokens before it); the
 experiment in the last tab, "What if?", measures how much that hint is worth.
 """
@@ -85,8 +85,9 @@ different seats therefore enters the model as two different vectors.
 
 SIMILARITY_TEXT = {
     "sinusoidal": "Cosine similarity: 1 means two position vectors point the same way, 0 means unrelated. "
-                  "Neighbouring seats look alike and far-apart seats less so; with sinusoidal waves the "
-                  "similarity depends only on the distance between two seats, not on where they are.",
+                  "Neighbouring seats look alike; further apart the similarity mostly falls, in ripples (with "
+                  "very few dimensions a far seat can look alike again). With sinusoidal waves the similarity "
+                  "depends only on the distance between two seats, not on where they are.",
     "learned": "Cosine similarity: 1 means two position vectors point the same way, 0 means unrelated. "
                "Whatever structure you see here (for example neighbours looking alike) the model learned.",
 }
@@ -494,11 +495,16 @@ def order_verdict(comparison: OrderComparison, has_positions: bool, a: str, b: s
         worst = int(c.words["positions removed"].to_numpy().argmax())
         word, i, j = c.words.iloc[worst][["word", "position in A", "position in B"]]
         seen_a, seen_b = " ".join(c.tokens_a[: i + 1]), " ".join(c.tokens_b[: j + 1])
-        parts[-1] += (f"Yet the predictions still differ, by up to **{_num(no_pos)}** ({c.n_same[1]} of {n} words "
-                      f"are predicted the same). That is the causal mask at work: each word sees only itself and "
-                      f"the words before it. {quote(word)} sees {quote(seen_a)} in A but {quote(seen_b)} in B. "
-                      "So even with no seat numbers, a causal model still gets some order information from "
-                      "which words each word is allowed to see.")
+        differ = (f"Yet the predictions still differ, by up to **{_num(no_pos)}** ({c.n_same[1]} of {n} words "
+                  f"are predicted the same)")
+        if c.same_bag:
+            parts[-1] += (f"{differ}. That is the causal mask at work: each word sees only itself and the words "
+                          f"before it. {quote(word)} sees {quote(seen_a)} in A but {quote(seen_b)} in B. So even "
+                          "with no seat numbers, a causal model still gets some order information from which words "
+                          "each word is allowed to see.")
+        else:
+            parts[-1] += (f"{differ}: partly because of the causal mask (each word sees only the words before it), "
+                          "partly because the two sentences do not share every word.")
     if bag < SAME:
         parts.append(f"**Without positions and without the mask**, every word sees the same bag of words in both "
                      f"sentences, and its prediction is identical (largest difference {_num(bag)}, "

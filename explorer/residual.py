@@ -35,7 +35,8 @@ vector before it is used, like converting test scores from different exams to on
 they can be compared. **LayerNorm** subtracts the vector's average and divides by its spread, so the
 numbers end up with mean 0 and variance 1, then applies a learned gain and shift. **RMSNorm** only
 divides by the typical size (root mean square). In a **pre-norm** model (GPT-2 and most modern models)
-each sublayer reads a normalized copy while the stream itself keeps growing; in a **post-norm** model
+each sublayer reads a normalized copy while the stream itself is never normalized and tends to grow; in a
+**post-norm** model
 (the 2017 paper) the stream is normalized after each addition.
 
 The **logit lens** (the last tab) asks the notebook at every stage: "if the model had to answer now,

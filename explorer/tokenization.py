@@ -51,7 +51,7 @@ Where to cut is a choice. This model uses a **{KIND_NAMES[tok.kind].lower()} tok
 as tokens, how two other ways of cutting would have handled it, how BPE builds a word, and the vocabulary:
 
 - **words**: few, meaningful pieces, but any word the tokenizer never saw in training becomes `<unk>` (unknown);
-- **characters**: nothing is ever unknown, but the sentence becomes very long;
+- **characters**: only a character never seen in training is unknown, but the sentence becomes very long;
 - **BPE**: the compromise big models like GPT use: frequent words stay whole, rare words are built from smaller
   pieces, so nothing is unknown and sentences stay short.
 """
@@ -62,7 +62,9 @@ UNK_EXPLAINED = """\
 written once, before training, and cannot grow afterwards, because the model has learned exactly one row of
 numbers for each entry. A word that is not in the dictionary is replaced by the special token `<unk>`
 ("unknown", id {unk_id}). The model then sees the same `<unk>` for every unknown word: it cannot tell
-*zebra* from *marmalade*. Character and BPE tokenizers avoid this by building rare words from smaller pieces.
+*zebra* from *marmalade*. Character and BPE tokenizers avoid this by building rare words from smaller pieces
+(a character tokenizer still reads a character it never saw, such as an emoji, as `<unk>`; byte-level BPE
+never does).
 """
 
 

@@ -10,6 +10,7 @@ class Prepared:
     pieces: list[Piece]           # one display piece per id
     dropped: int = 0              # tokens cut from the start because the text was longer than the context
     unknown: int = 0              # tokens the vocabulary did not know (shown as <unk>)
+    unit: str = "word"            # what one token of this tokenizer is, in words: "word" or "character"
 
     @property
     def notices(self) -> list[str]:
@@ -19,7 +20,7 @@ class Prepared:
             notes.append(f"The text was {self.dropped + len(self.ids)} tokens long, more than the model's context "
                          f"of {len(self.ids)}: only the last {len(self.ids)} tokens are used.")
         if self.unknown:
-            words = "1 word is" if self.unknown == 1 else f"{self.unknown} words are"
+            words = f"1 {self.unit} is" if self.unknown == 1 else f"{self.unknown} {self.unit}s are"
             notes.append(f"{words} not in the model's vocabulary; the model reads "
                          f"{'it' if self.unknown == 1 else 'each'} as <unk>.")
         return notes
@@ -35,4 +36,4 @@ def prepare_text(tokenizer: Tokenizer, text: str, max_len: int) -> Prepared:
     dropped = max(0, len(pieces) - max_len)
     kept = pieces[dropped:]
     return Prepared(ids=[p.id for p in kept], pieces=kept, dropped=dropped,
-                    unknown=sum(p.unknown for p in kept))
+                    unknown=sum(p.unknown for p in kept), unit="character" if tokenizer.kind == "char" else "word")

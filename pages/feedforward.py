@@ -1,7 +1,7 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
-from explorer.feedforward import (HEATMAP_TEXT, SECTIONS, SLUG, TEXT, activation_name, activations_figure,
+from explorer.feedforward import (HEATMAP_TEXT, SECTIONS, SLUG, activation_name, intro, activations_figure,
                                   change_in_words, experiment, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
@@ -12,7 +12,7 @@ from explorer.whatif import change_figure, experiment_trace, next_token_change
 
 v = view()
 page_header(SLUG, v)
-explanation(v, TEXT)
+explanation(v, intro(v.bundle.model.cfg))
 trace = require_trace(v, SLUG)
 cfg = v.bundle.model.cfg
 act = activation_name(v)
@@ -68,7 +68,9 @@ if off_section.open:
         number, words = st.columns([1, 2] if v.presenter else [1, 3], vertical_alignment="center")
         number.metric("Switched off", f"{off.share:.1%}", border=True)
         words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff} "
-                       f"neurons) in layer {layer} are {off.rule}. Only the rest carry a signal on to W_out.")
+                       f"neurons) in layer {layer} are {off.rule}. "
+                       + ("Only the rest carry a signal on to W_out." if cfg.activation == "relu" else
+                          "They still pass a faint signal on to W_out; the rest carry the strong one."))
         st.plotly_chart(histogram_figure(v, layer))
 
 if whatif.open:

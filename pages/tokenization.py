@@ -78,8 +78,10 @@ if vocabulary.open:
                               placeholder="e.g. cat, or an id like 17")
         table = tk.vocabulary_table(tok, tk.corpus_counts(v.bundle), query)
         if table.empty:
-            st.info(f"No vocabulary entry contains {quote(query)}: to this model it would be `<unk>`."
-                    if tok.unk_id is not None else f"No vocabulary entry contains {quote(query)}.")
+            unknown = [p.text for p in tok.pieces(query) if p.unknown]
+            st.info(f"No vocabulary entry contains {quote(query)}."
+                    + (f" To this model {', '.join(quote(u) for u in unknown)} would be `<unk>`." if unknown
+                       else " The model would read it as several tokens it knows."))
         else:
             st.dataframe(table, hide_index=True, height=min(38 + 35 * len(table), 320), width="stretch")
             st.caption(f"{len(table)} of {tok.vocab_size} entries shown. The id is the row number: the model's "

@@ -2,8 +2,9 @@
 
 Each test takes a claim the app shows a student (file and wording in the docstring), computes the claimed
 number from the model or its trace, and checks that the text states it. Claims are checked on the bundled
-models and on lab-like models of other settings (tests/claims_support.py). A claim found wrong is tested
-for the truth and marked xfail(strict=True) until its text is fixed.
+models and on lab-like models of other settings (tests/claims_support.py). Eleven claims found wrong in
+this audit (a "five vectors" count, "keeps its scale" in pre-norm, "four times as many" for roses, ...) were
+rewritten; their tests check the truth and fail on the old texts.
 
 Claims already checked properly elsewhere are not repeated here: the √K factor of the scaling what-if
 (test_view.py), the four steps' numbers and the math of one weight (test_page_attention.py), the PCA of
@@ -52,10 +53,6 @@ def view(key: str):
 def numbers(text: str) -> list[float]:
     """Every number written in `text` (1,234 and 12.5% included), in order."""
     return [float(n.replace(",", "")) for n in re.findall(r"-?\d[\d,]*\.?\d*", text)]
-
-
-def wrong(claim: str):
-    return pytest.mark.xfail(strict=True, reason=f"wrong claim: {claim}")
 
 
 # --- 4. attention (explorer/attention.py, pages/attention.py) ------------------------------------
@@ -220,9 +217,8 @@ def test_learned_positions_are_one_trained_row_per_seat():
 
 @pytest.mark.parametrize("tokenizer", [
     "word",
-    pytest.param("char", marks=wrong("_NONE says the dog/cat sentences enter as 'the same five vectors'; a "
-                                     "character model reads 22")),
-    pytest.param("bpe", marks=wrong("_NONE says 'the same five vectors'; a BPE model reads more pieces")),
+    "char",
+    "bpe",
 ])
 def test_without_positions_the_two_orders_enter_as_the_same_vectors_as_many_as_the_text_says(tokenizer):
     """_NONE "its position vectors are all zeros ... enter as the same five vectors in a different order"."""
@@ -248,8 +244,7 @@ def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
 
 @pytest.mark.parametrize("D, L", [
     (64, 32), (32, 16), (128, 64), (16, 64),
-    pytest.param(8, 16, marks=wrong("SIMILARITY_TEXT 'far-apart seats less so': with d_model 8 (the lab's smallest) "
-                                    "seat 6 is more like seat 0 (0.946) than seat 1 is (0.884)")),
+    (8, 16),
 ])
 def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
     """SIMILARITY_TEXT "Neighbouring seats look alike and far-apart seats less so" (the lab allows d_model 8..128
@@ -261,9 +256,7 @@ def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
 
 @pytest.mark.parametrize("b", [
     "the cat chased the dog",
-    pytest.param("the cat saw the dog", marks=wrong("order_verdict says 'That is the causal mask at work' for two "
-                                                    "sentences with different words, where lifting the mask "
-                                                    "leaves a difference")),
+    "the cat saw the dog",
 ])
 def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_difference(b):
     """order_verdict "Yet the predictions still differ ... That is the causal mask at work"."""
@@ -345,8 +338,7 @@ def test_also_fires_on_lists_exactly_the_tokens_at_least_half_as_strong():
 
 @pytest.mark.parametrize("name", [
     "tinytales",
-    pytest.param("roses", marks=wrong("TEXT says the expanded layer has 'usually four times as many' numbers; "
-                                      "roses has d_ff 64 = 2 x d_model 32, and the page never says so")),
+    "roses",
 ])
 def test_the_feed_forward_page_states_how_many_times_wider_the_hidden_layer_is(name):
     """TEXT "giving *F* numbers, usually four times as many"."""
@@ -359,8 +351,7 @@ def test_the_feed_forward_page_states_how_many_times_wider_the_hidden_layer_is(n
 
 @pytest.mark.parametrize("name", [
     "roses",
-    pytest.param("tinytales", marks=wrong("the 'Switched off' tab says 'Only the rest carry a signal on to W_out'; "
-                                          "GELU's squashed values are small negatives that still reach W_out")),
+    "tinytales",
 ])
 def test_switched_off_values_carry_no_signal_on_to_W_out(name):
     """pages/feedforward.py "{count} of {total} neuron values ... are {rule}. Only the rest carry a signal on to W_out"."""
@@ -410,8 +401,6 @@ def test_the_stream_tends_to_grow_from_the_embedding_to_the_last_layer(name):
     assert (norms[:, -1] > norms[:, 0]).mean() > 0.5
 
 
-@wrong("TEXT says in a pre-norm model 'the stream itself keeps growing'; in both bundled models the first "
-       "attention layer shrinks it (tinytales: mean length 5.97 -> 5.50)")
 @pytest.mark.parametrize("name", SENTENCES)
 def test_in_a_pre_norm_model_the_stream_keeps_growing(name):
     """TEXT "In a pre-norm model ... each sublayer reads a normalized copy while the stream itself keeps growing"."""
@@ -487,12 +476,9 @@ def test_the_big_picture_states_this_sentences_real_shapes_for_every_kind_of_mod
 
 
 @pytest.mark.parametrize("key", [
-    pytest.param("tinytales", marks=wrong("home pipeline says 'layer norm (pre-norm) keeps its scale'; in a pre-norm "
-                                          "model the stream is never normalised and grows (tinytales: mean length "
-                                          "10.1 after layer 0, 24.7 after layer 1)")),
+    "tinytales",
     "bpe, layer, post-norm, gelu, no positions",
-    pytest.param("word, no norm, relu, sinusoidal, 3 heads, embed_scale",
-                 marks=wrong("home pipeline says 'none norm (pre-norm) keeps its scale' for a model without norm")),
+    "word, no norm, relu, sinusoidal, 3 heads, embed_scale",
 ])
 def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_does(key):
     """pipeline, residual stage: "Every layer adds its work to the stream; {norm} norm ({position}-norm) keeps its
@@ -505,7 +491,6 @@ def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_doe
     assert not says or (cfg.norm != "none" and after_each_layer.max() <= 1.5 * after_each_layer.min())
 
 
-@wrong("home pipeline says 'The text becomes 32 token ids' for a text of 40 tokens (the model keeps the last 32)")
 def test_the_big_picture_counts_the_tokens_of_a_text_longer_than_the_context():
     """pipeline, tokens stage: "The text becomes {T} token ids from a vocabulary of {V}"."""
     b = bundled("tinytales")
@@ -529,9 +514,7 @@ def tales_tokenizers() -> dict:
 
 @pytest.mark.parametrize("kind, bullet", [
     ("bpe", "**BPE**"),
-    pytest.param("char", "**characters**", marks=wrong("intro says 'characters: nothing is ever unknown'; the "
-                                                       "character tokenizer reads unseen characters (T, C, !, é) "
-                                                       "as <unk>")),
+    ("char", "**characters**"),
 ])
 def test_the_intro_says_nothing_is_unknown_only_for_tokenizers_that_never_read_unk(kind, bullet):
     """intro "- **characters**: nothing is ever unknown", "- **BPE**: ... so nothing is unknown"."""
@@ -578,8 +561,7 @@ def test_bpe_keeps_the_space_in_front_of_a_word_and_words_ignore_capitals():
 
 @pytest.mark.parametrize("query", [
     "zebra",
-    pytest.param("the cat", marks=wrong("the vocabulary search says 'No vocabulary entry contains “the cat”: to this "
-                                        "model it would be <unk>'; the model reads both words")),
+    "the cat",
 ])
 def test_an_empty_vocabulary_search_mentions_unk_only_when_the_model_would_read_unk(query):
     """pages/tokenization.py "No vocabulary entry contains {query}: to this model it would be `<unk>`"."""
@@ -592,8 +574,7 @@ def test_an_empty_vocabulary_search_mentions_unk_only_when_the_model_would_read_
 
 @pytest.mark.parametrize("kind, unit", [
     ("word", "word"),
-    pytest.param("char", "character", marks=wrong("model/inputs.py notice says '3 words are not in the model's "
-                                                  "vocabulary' for a character model; they are 3 characters")),
+    ("char", "character"),
 ])
 def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
     """Prepared.notices "{n} words are not in the model's vocabulary; the model reads each as <unk>"."""
