@@ -34,7 +34,7 @@ Because every layer adds more, the numbers in the stream tend to grow. **Normali
 vector before it is used, like converting test scores from different exams to one standard scale so
 they can be compared. **LayerNorm** subtracts the vector's average and divides by its spread, so the
 numbers end up with mean 0 and variance 1, then applies a learned gain and shift. **RMSNorm** only
-divides by the typical size (root mean square). In a **pre-norm** model (GPT-2 and most modern models)
+divides by the typical size (root mean square), then applies a learned gain (no shift). In a **pre-norm** model (GPT-2 and most modern models)
 each sublayer reads a normalized copy while the stream itself is never normalized and tends to grow; in a
 **post-norm** model
 (the 2017 paper) the stream is normalized after each addition.
