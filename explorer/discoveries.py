@@ -69,6 +69,7 @@ class Discovery:
     reveal: str                  # Markdown: the model's answer with its numbers
     target: Target | None
     facts: dict = field(default_factory=dict, compare=False)    # the numbers behind the words, for tests
+    answered_by: str = "The model"                                 # who gives the answer, beside the guess
 
 
 def head_name(layer: int, head: int) -> str:
@@ -272,15 +273,18 @@ def knockout_card(bundle: Bundle, name: str) -> Discovery | None:
              f"{len(items)} sentences like this one, and measured how much the model's preference for the right "
              f"pronoun over the wrong one fell. Switching off **{head_name(layer, head)}** hurt most.")
     changed = "it changes to" if a != b else "it stays"
+    focus = int(looks.argmax())
+    carries = (": it carries the news that there were many" if focus == subject
+               else f", and the most on {quote(words[focus])}")
     reveal = (f"As it is, the model predicts {quote(vocab[b])} at **{float(before[b]):.2f}**. With "
               f"{head_name(layer, head)} knocked out, {changed} {quote(vocab[a])} at **{float(after[a]):.2f}**. "
               f"This head, sitting on “because”, puts **{float(looks[subject]):.2f}** of its attention on "
-              f"{quote(words[subject])}: it carries the news that there were many. Over the {len(items)} search "
+              f"{quote(words[subject])}{carries}. Over the {len(items)} search "
               f"sentences, knocking it out lowers the model's score for the right pronoun, compared with the wrong "
               f"one, by **{float(drops[layer, head]):.2f}** on average, {_ranked(drops, '{:.2f}')}.")
     options = tuple(dict.fromkeys([vocab[b], "it", "they", vocab[a]]))
     return Discovery(
-        "knockout", "One head decides between “it” and “they”", story,
+        "knockout", "Switch off one head: “it” or “they”?", story,
         f"With {head_name(layer, head)} switched off, which word will the model predict after “because”?",
         options, vocab[a], reveal,
         Target("attention", name, KNOCKOUT_SENTENCE, layer, head, last, A.SECTIONS[4],
@@ -491,13 +495,18 @@ def diverging_card(outcome: LabOutcome | None = None) -> Discovery:
     if DIVERGING not in PRESETS:
         return Discovery("diverging", title, "This version of the training lab has no “diverging” preset yet, so "
                          "there is nothing to show here.", question, LAB_OPTIONS, None, "", None)
-    fast, usual = PRESETS[DIVERGING][1].train, PRESETS[USUAL][1].train
+    fast_setup, usual_setup = PRESETS[DIVERGING][1], PRESETS[USUAL][1]
+    fast, usual = fast_setup.train, usual_setup.train
+    optimizer = {"adamw": "AdamW", "sgd": "SGD"}
+    same = "the same model" if (fast_setup.model, fast_setup.task) == (usual_setup.model, usual_setup.task) \
+        else "a model"
+    without = [what for what, off in (("warm-up", fast.warmup == 0), ("gradient clipping", not fast.grad_clip)) if off]
     story = (f"Training nudges every weight a little against its gradient; the learning rate sets how big the "
-             f"nudge is. The lab's {USUAL} preset trains its small model with {usual.optimizer.upper()} at a "
-             f"learning rate of {usual.lr:g}. The {DIVERGING} preset trains the same model with "
-             f"{fast.optimizer.upper()} at a learning rate of **{fast.lr:g}**, with no warm-up and no gradient "
-             "clipping. Think of a dart player who corrects each miss so hard that the next dart lands even "
-             "further off, on the other side.")
+             f"nudge is. The lab's {USUAL} preset trains its small model with {optimizer[usual.optimizer]} at a "
+             f"learning rate of {usual.lr:g}. The {DIVERGING} preset trains {same} with "
+             f"{optimizer[fast.optimizer]} at a learning rate of **{fast.lr:g}**"
+             + (f", with no {' and no '.join(without)}" if without else "") + ". Think of a dart player who "
+             "corrects each miss so hard that the next dart lands even further off, on the other side.")
     target = Target("training", preset=DIVERGING)
     if outcome is None:
         return Discovery("diverging", title, story, question, LAB_OPTIONS, None, "", target)
@@ -515,7 +524,7 @@ def diverging_card(outcome: LabOutcome | None = None) -> Discovery:
                   f"**{losses[-1]:.2f}** without blowing up.")
     return Discovery("diverging", title, story, question, LAB_OPTIONS, answer, reveal, target,
                      dict(first=losses[0], highest=max(losses), step=outcome.diverged_at, cause=outcome.cause,
-                          final=outcome.final_loss))
+                          final=outcome.final_loss), answered_by="The training run")
 
 
 MODEL_CARDS = (pronoun_card, knockout_card, agreement_card, names_card, positions_card, scaling_card)
@@ -599,7 +608,7 @@ def reveal(key: str) -> None:
 
 
 def verdict(discovery: Discovery, guess: str) -> str:
-    """'You guessed X. The model: Y.' in Markdown, with whether they match."""
+    """'You guessed X. The model: Y.' in Markdown, and whether they match."""
     same = guess == discovery.answer
-    return (f"**You guessed** {quote(guess)}. **The model:** {quote(discovery.answer)}. "
-            + ("Your guess matches the model." if same else "The model thinks differently."))
+    return (f"**You guessed** {quote(guess)}. **{discovery.answered_by}:** {quote(discovery.answer)}. "
+            + ("Your guess was right." if same else "Not what you expected!"))

@@ -66,7 +66,7 @@ def test_the_knockout_card_opens_the_what_if_with_that_head_knocked_out(tab, app
     box.get_by_role("radiogroup").get_by_text(card.answer, exact=True).click()
     box.get_by_role("button", name="Reveal").click()
     wait_until_run(tab)
-    expect(box).to_contain_text("Your guess matches the model.")
+    expect(box).to_contain_text("Your guess was right.")
     box.get_by_role("button", name="Show me").click()
     tab.wait_for_url(lambda url: "/attention" in url)
     wait_until_run(tab)

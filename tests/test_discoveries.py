@@ -247,6 +247,10 @@ def test_the_diverging_card_reports_a_real_run_of_the_preset():
     assert f"**{run.trainer.divergence.loss:.2f}** at step **{run.trainer.divergence.step}**" in card.reveal
     fast = PRESETS[D.DIVERGING][1].train
     assert f"learning rate of **{fast.lr:g}**" in card.story
+    assert f"learning rate of {PRESETS[D.USUAL][1].train.lr:g}." in card.story
+    assert ("no warm-up" in card.story) == (fast.warmup == 0)
+    assert ("no gradient clipping" in card.story) == (not fast.grad_clip)
+    assert ("the same model" in card.story) == (PRESETS[D.DIVERGING][1].model == PRESETS[D.USUAL][1].model)
     assert D.diverging_card().reveal == "" and D.diverging_card().target.preset == D.DIVERGING
 
 
@@ -347,11 +351,11 @@ def test_reveal_shows_the_guess_beside_the_models_answer_and_keeps_it(tinytales,
     wrong = next(o for o in card.options if o != card.answer)
     guess_and_reveal(at, "pronoun", wrong)
     text = page_text(at)
-    assert f"**You guessed** “{wrong}”. **The model:** “{card.answer}”. The model thinks differently." in text
+    assert f"**You guessed** “{wrong}”. **The model:** “{card.answer}”. Not what you expected!" in text
     assert card.reveal in text
     assert radio(at, "pronoun").disabled and at.session_state["discovery_guesses"]["pronoun"]["guess"] == wrong
     guess_and_reveal(at, "agreement", cards["agreement"].answer)
-    assert "Your guess matches the model." in page_text(at)
+    assert "Your guess was right." in page_text(at)
     at.switch_page("pages/home.py").run()
     at.switch_page("pages/discoveries.py").run()                      # back again: the guesses are kept
     assert card.reveal in page_text(at) and radio(at, "pronoun").value == wrong
@@ -416,7 +420,7 @@ def test_show_me_on_the_order_card_opens_the_positions_what_if_with_both_sentenc
 def test_show_me_on_the_learning_rate_card_opens_the_lab_with_the_diverging_preset():
     at = open_page("discoveries")
     guess_and_reveal(at, "diverging", D.LAB_OPTIONS[2])
-    assert "Your guess matches the model." in page_text(at)
+    assert "Your guess was right." in page_text(at)
     at.button(key="discovery_show_diverging").click().run()
     assert not at.exception and at.session_state["_page"] == "training"
     assert at.selectbox(key="lab_preset").value == D.DIVERGING
