@@ -1,0 +1,117 @@
+"""The lab's smaller promises: Explore opens the walk-through on the new model, the time estimate follows the
+wall clock, every legend entry has its own colour, runs are compared within a task, the hint says what
+Start will train, and the page says how to share a trained model."""
+import pytest
+
+from conftest import figure_titled, open_page, page_text
+from explorer import training
+from explorer.lab_figures import compare_figure, log_ticks, loss_figure, metrics_figure
+from explorer.training import (LabSetup, PRESETS, TrainConfig, WALKTHROUGH, describe_difference, new_run,
+                               setting_words)
+
+
+def test_explore_publishes_the_model_selects_it_with_its_probe_sentence_and_opens_the_walk_through():
+    at = open_page("training")
+    at.button(key="lab_start").click().run()
+    run = at.session_state["lab_runs"][-1]
+    run.tick()
+    at.button(key="lab_pause").click().run()
+    at.button(key="lab_publish").click().run()
+    assert not at.exception
+    assert at.session_state["model"] == "lab: run 1"
+    assert at.selectbox(key="model").value == "lab: run 1"
+    assert at.session_state["text"] == "roses are red violets are blue"       # the run's probe sentence
+    assert at.session_state["trained_models"]["lab: run 1"].facts["example"] == "roses are red violets are blue"
+    assert "The big picture" in page_text(at) and not at.get("progress")       # the home page, not the lab
+    assert any("Now exploring lab: run 1" in str(t.proto.body) for t in at.get("toast"))
+
+
+def test_a_probe_with_unknown_words_offers_the_start_of_the_training_text_instead():
+    run = new_run(LabSetup(probe="roses are purple"), "run 1")
+    assert run.example == run.tokenizer.decode(run.trainer.train_ids[:16].tolist())
+    assert "<unk>" not in run.example
+
+
+def test_the_time_left_follows_the_wall_clock_pace_of_ticks_not_the_compute_time(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(training, "clock", lambda: now[0])
+    run = new_run(LabSetup(train=TrainConfig(steps=5000, batch_size=16, lr=1e-2, warmup=10)), "run 1")
+    for _ in range(4):                      # a tick trains about 0.2 s, then the page waits: 0.6 s a tick
+        run.tick()
+        now[0] += 0.6
+    (t0, s0), (t1, s1) = run.ticks[0], run.ticks[-1]
+    pace = (s1 - s0) / (t1 - t0)                                             # steps per wall-clock second
+    expected = (5000 - run.steps_done) / pace
+    assert run.seconds_left() == pytest.approx(expected)
+    compute_estimate = (5000 - run.steps_done) / (run.steps_done / run.seconds)
+    assert run.seconds_left() > 2 * compute_estimate                      # the old, far too low estimate
+    now[0] += 60                                                           # a pause is not the pace
+    run.tick()
+    assert run.seconds_left() == pytest.approx((5000 - run.steps_done) * (t1 - t0) / (s1 - s0), rel=0.5)
+    from explorer.lab import progress_text
+    assert f"about {run.seconds_left():.0f} s left" in progress_text(run)
+
+
+def trained(setup: LabSetup, label: str = "run 1", ticks: int = 1):
+    run = new_run(setup, label)
+    for _ in range(ticks):
+        run.tick(seconds=0)
+    return run
+
+
+def colours(fig) -> list[str]:
+    return [trace.line.color or trace.marker.color for trace in fig.data]
+
+
+def test_every_legend_entry_of_a_lab_figure_has_its_own_colour():
+    deep = trained(LabSetup(model={**WALKTHROUGH.model, "n_layers": 4}))          # 9 traces: the most there are
+    metrics = metrics_figure(deep)
+    assert len(metrics.data) == 9 and len(set(colours(metrics))) == 9
+    diverged = new_run(PRESETS["diverging"][1], "run 2")
+    while not diverged.finished:
+        diverged.tick()
+    loss = loss_figure(diverged)
+    assert len(loss.data) == 3 and len(set(colours(loss))) == 3
+    runs = [trained(LabSetup(train=TrainConfig(steps=300, lr=lr)), f"run {i}") for i, lr in enumerate((1e-2, 3e-3, 1e-3, 3e-4))]
+    compare = compare_figure(runs, describe_difference, setting_words)
+    assert len(set(colours(compare))) == 4
+
+
+def test_log_axes_read_one_two_five():
+    ticks = log_ticks([0.08, 0.3, 2.6])
+    assert ticks["ticktext"] == ["0.05", "0.1", "0.2", "0.5", "1", "2", "5"]
+    assert ticks["tickvals"] == pytest.approx([0.05, 0.1, 0.2, 0.5, 1, 2, 5])
+
+
+def test_runs_are_compared_within_the_active_runs_task_with_short_labels():
+    at = open_page("training")
+    for task, lr in (("roses", 0.01), ("digits", 0.01), ("roses", 0.1)):
+        at.session_state["lab_task"] = task
+        at.session_state["lab_lr"] = lr
+        at.run()
+        at.button(key="lab_start").click().run()
+    assert len(at.session_state["lab_runs"]) == 3
+    figure = figure_titled(at, "Compare runs")
+    assert [trace["name"] for trace in figure["data"]] == ["run 1: reference", "run 3: lr 0.1"]
+    assert "roses poem, word tokens" in figure["data"][1]["hovertemplate"]        # every setting on hover
+    assert "1 run on other tasks not shown" in page_text(at)
+    assert figure["layout"]["yaxis"]["ticktext"][0] in ("0.5", "1", "2", "5")
+
+
+def test_the_hint_describes_what_start_will_train_when_the_knobs_differ_from_the_preset():
+    at = open_page("training")
+    assert at.info[0].value == PRESETS["walkthrough"][0]
+    at.radio(key="lab_task").set_value("text").run()
+    hint = at.info[0].value
+    assert "roses poem in seconds" not in hint
+    assert hint.startswith("Custom:") and "your own text" in hint
+    at.selectbox(key="lab_preset").set_value("no positions").run()
+    assert at.info[0].value == PRESETS["no positions"][0]
+    at.session_state["lab_pos"] = "learned"
+    at.run()
+    assert "learned positions" in at.info[0].value and at.info[0].value.startswith("Custom:")
+
+
+def test_the_lab_says_how_to_share_a_trained_model():
+    text = page_text(open_page("training"))
+    assert "download its file" in text and "upload the .safetensors file here" in text
