@@ -465,3 +465,31 @@ def test_presenter_mode_and_hostile_links_leave_the_page_working():
     at = open_page("discoveries", presenter=1, layer=99, token="<script>", section="<b>x</b>")
     assert not at.exception and len(at.subheader) == 7
     assert not plotly_figures(at)
+
+
+def test_the_readme_table_states_what_the_search_finds(cards):
+    from conftest import ROOT
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Discoveries\n", 1)[1].split("\n## ", 1)[0]
+    f = {key: card.facts for key, card in cards.items()}
+    expected = [
+        f"on {D.N_PROBES} probe sentences",
+        f"layer {f['pronoun']['layer']}, head {f['pronoun']['head']}: \"it\" in \"{D.PRONOUN_SENTENCE}\" puts "
+        f"{f['pronoun']['weight']:.2f} of its attention on \"{cards['pronoun'].answer}\"",
+        f"layer {f['knockout']['layer']}, head {f['knockout']['head']}: knocked out, \"{D.KNOCKOUT_SENTENCE}\" is "
+        f"followed by \"{f['knockout']['after']}\" ({f['knockout']['p_after']:.2f}) instead of "
+        f"\"{f['knockout']['before']}\" ({f['knockout']['p_before']:.2f})",
+        f"layer {f['agreement']['layer']}, head {f['agreement']['head']}: \"dog\" in \"{D.AGREEMENT_SENTENCE}\" puts "
+        f"{f['agreement']['weight']:.2f} on \"cats\"; plural verbs get {f['agreement']['p_plural']:.2f}, "
+        f"{f['agreement']['knocked_plural']:.2f} with the head knocked out",
+        f"layer {f['names']['layer']}, head {f['names']['head']}: the full stop of \"{D.NAME_SENTENCE}\" puts "
+        f"{f['names']['weight']:.2f} on \"lily\"; the model predicts \"{f['names']['top']}\" at {f['names']['p_top']:.2f}",
+        f"still differ by {f['positions']['no_positions']:.4f} (the mask); with the mask lifted too, "
+        f"{f['positions']['bag']:.4f}",
+        f"rises from {f['scaling']['mean_before']:.2f} to {f['scaling']['mean_after']:.2f} on average; "
+        f"layer {f['scaling']['layer']}, head {f['scaling']['head']} sharpens most",
+        f"(SGD at {PRESETS[D.DIVERGING][1].train.lr:.1f}) blows up at step {D.lab_outcome(D.DIVERGING).diverged_at}",
+    ]
+    for claim in expected:
+        assert claim in section, claim
+    assert PRESETS[D.DIVERGING][1].train.optimizer == "sgd"
