@@ -15,6 +15,7 @@ student's guess, reveals the model's answer with its numbers, and "Show me" open
 import math
 from dataclasses import dataclass, field
 
+import plotly.graph_objects as go
 import streamlit as st
 import torch
 
@@ -25,6 +26,7 @@ from model.corpora import ANIMALS, NAMES, TINY_TALES_WORDS, tiny_tales_probes
 from . import attention as A
 from . import positions as P
 from .layout import quote
+from .plot import SEQUENTIAL, labels, safe, style
 from .state import apply_view, bundled_model, get_bundle, is_finite
 from .steps import BY_SLUG
 from .training import PRESETS, new_run
@@ -459,6 +461,32 @@ def scaling_card(bundle: Bundle, name: str) -> Discovery | None:
                state=(("attention_whatif", A.experiments(layer, head).index(("remove_scaling",))),)),
         dict(layer=layer, head=head, token=token, mean_before=mean_before, mean_after=mean_after,
              change=float(change[token])))
+
+
+def sharpness_figure(bundle: Bundle, layer: int, head: int, presenter: bool = False) -> go.Figure:
+    """One head's attention pattern on the scaling card's sentence, as trained and without √K, side by side."""
+    ids = bundle.tokenizer.encode(PRONOUN_SENTENCE)
+    model = bundle.model
+    panels = [("as trained", model.run(ids)), ("without √K", model.run(ids, edits=edits.remove_scaling(model.cfg)))]
+    names = [safe(t) for t in labels([bundle.tokenizer.vocab[i] for i in ids])]
+    layout = dict(title=f"Layer {layer} head {head}: as trained and without √K", annotations=[],
+                  coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1, colorbar=dict(
+                      title=dict(text="weight"), orientation="h", y=-0.08, yanchor="top", thickness=12)))
+    data = []
+    for n, (title, trace) in enumerate(panels):
+        axis = "" if n == 0 else str(n + 1)
+        x0 = n * 0.53
+        layout[f"xaxis{axis}"] = dict(domain=[x0, x0 + 0.47], anchor=f"y{axis}", showticklabels=False)
+        layout[f"yaxis{axis}"] = dict(anchor=f"x{axis}", autorange="reversed", showticklabels=n == 0,
+                                      tickvals=list(range(len(names))), ticktext=names)
+        layout["annotations"].append(dict(text=title, x=x0 + 0.235, y=1.0, xref="paper", yref="paper",
+                                          showarrow=False, yanchor="bottom"))
+        data.append(go.Heatmap(z=trace[f"blocks.{layer}.attn.pattern"][0, head].numpy(), xaxis=f"x{axis}",
+                               yaxis=f"y{axis}", coloraxis="coloraxis", name=title,
+                               customdata=[[[q, k] for k in names] for q in names],
+                               hovertemplate=(f"{title}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
+                                              "<br>weight %{z:.4f}<extra></extra>")))
+    return style(go.Figure(data, layout=layout), presenter, 420)
 
 
 def _probabilities_all(trace) -> torch.Tensor:

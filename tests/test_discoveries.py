@@ -493,3 +493,20 @@ def test_the_readme_table_states_what_the_search_finds(cards):
     for claim in expected:
         assert claim in section, claim
     assert PRESETS[D.DIVERGING][1].train.optimizer == "sgd"
+
+
+def test_the_scaling_card_shows_the_heads_pattern_with_and_without_the_square_root(tinytales, cards):
+    card = cards["scaling"]
+    layer, head = card.target.layer, card.target.head
+    at = open_page("discoveries")
+    assert not plotly_figures(at)                                  # no chart before the reveal
+    guess_and_reveal(at, "scaling")
+    figure = figure_titled(at, f"Layer {layer} head {head}: as trained and without √K")
+    ids = tinytales.tokenizer.encode(D.PRONOUN_SENTENCE)
+    trained = tinytales.model.run(ids)[f"blocks.{layer}.attn.pattern"][0, head]
+    unscaled = tinytales.model.run(ids, edits=edits.remove_scaling(tinytales.model.cfg))[f"blocks.{layer}.attn.pattern"]
+    from conftest import decode
+    shown = [torch.tensor(decode(trace["z"]), dtype=torch.float32) for trace in figure["data"]]
+    assert torch.allclose(shown[0], trained, atol=1e-6) and torch.allclose(shown[1], unscaled[0, head], atol=1e-6)
+    assert float(shown[1].max(-1).values.mean()) > float(shown[0].max(-1).values.mean())      # sharper
+    assert len(plotly_figures(at)) == 1
