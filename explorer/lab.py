@@ -190,9 +190,16 @@ def tick() -> None:
 
 
 def pause_all() -> None:
-    """Leaving the lab pauses training (called by the entry point on every other page)."""
+    """Leaving the lab pauses training (called by the entry point on every other page).
+
+    After an Explore click it also says which model the walk-through now shows (a toast sent before the
+    page switch would be lost with the lab page)."""
     if st.session_state.get("lab_running"):
         pause()
+    explored = st.session_state.pop("lab_explored", None)
+    if explored:
+        st.toast(f"Now exploring {explored} on the walk-through pages, with a sentence it knows.",
+                 icon=":material/travel_explore:")
 
 
 def progress_text(run: Run) -> str:
@@ -239,7 +246,10 @@ def explore() -> None:
     if name is None:
         return
     apply_view(model=name, text=active_run().example)
-    st.session_state["lab_explore"] = name
+    state = st.session_state
+    state["lab_explore"] = state["lab_explored"] = name
+    if "presenter" in state:
+        state["presenter"] = state["presenter"]     # keep presenter mode through the page switch
 
 
 def take_explore_request() -> str | None:

@@ -8,10 +8,7 @@ from explorer.state import view
 from explorer.training import (PRESETS, TASK_ABOUT, TASKS, describe_difference, divergence_explanation, preset_hint,
                                setting_words)
 
-explored = lab.take_explore_request()
-if explored:                          # "Explore it in the walk-through" was pressed: go there with the new model
-    st.toast(f"Now exploring {explored} on the walk-through pages, with a sentence it knows.",
-             icon=":material/travel_explore:")
+if lab.take_explore_request():        # "Explore it in the walk-through" was pressed: go there with the new model
     st.switch_page("pages/home.py")
 
 v = view()
