@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.home import INTRO, pipeline
 from explorer.layout import explanation, page_header, require_trace, step_nav
 from explorer.state import view
-from explorer.steps import BY_SLUG
+from explorer.steps import BY_SLUG, DISCOVER
 
 v = view()
 page_header("home", v)
@@ -24,4 +24,8 @@ for i, stage in enumerate(stages):
         right.page_link(step.file, label=step.title, icon=step.icon)
     if i + 1 < len(stages):
         st.markdown("<div style='text-align:center;font-size:1.4rem;line-height:1'>↓</div>", unsafe_allow_html=True)
+with st.container(border=True):
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    left.markdown(f"**Not sure where to look?** {DISCOVER.summary}")
+    right.page_link(DISCOVER.file, label=DISCOVER.title, icon=DISCOVER.icon)
 step_nav("home")

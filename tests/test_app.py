@@ -107,3 +107,10 @@ def test_roses_model_is_available_in_the_sidebar():
     assert "12 scores" in page_text(at)
     assert "“blue”" in page_text(at)
     assert load_bundled("roses").model.cfg.d_model == 32
+
+
+def test_the_big_picture_points_to_the_discoveries():
+    at = open_page()
+    links = [link for link in at.get("page_link") if link.proto.label == "Discoveries"]
+    assert len(links) == 1 and links[0].proto.page.endswith("discoveries")
+    assert "Not sure where to look?" in page_text(at)

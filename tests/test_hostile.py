@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st_
 
 from conftest import open_page, show_section, type_text
 from explorer import attention, embedding, feedforward, positions, residual, tokenization
-from explorer.steps import LAB, STEPS
+from explorer.steps import DISCOVER, LAB, STEPS
 
-PAGES = [s.slug for s in STEPS] + [LAB.slug]
+PAGES = [s.slug for s in STEPS] + [DISCOVER.slug, LAB.slug]
 SECTIONS = {"tokenization": tokenization.SECTIONS, "embedding": embedding.SECTIONS,       # the pages in tabs
             "positions": positions.SECTIONS, "attention": attention.SECTIONS,
             "feedforward": feedforward.SECTIONS, "residual": residual.SECTIONS}
