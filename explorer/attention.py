@@ -17,7 +17,7 @@ from model.transformer import Trace
 from .layout import quote
 from model.checkpoint import BUNDLED
 
-from .plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style
+from .plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
 from .state import View, bundled_model, trace_of
 from .whatif import Experiment
 
@@ -132,14 +132,26 @@ def step_figures(v: View, trace: Trace, layer: int, head: int) -> list[go.Figure
 
 
 def pattern_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
-    """The chosen head's attention pattern, large: query rows x key columns, 0..1."""
-    pattern = trace[f"blocks.{layer}.attn.pattern"][0, head]
+    """The chosen head's attention pattern, large: query rows x key columns, 0..1. The masked cells (a later
+    token) are blank and grey, with "masked" on hover, not a weight of 0.00."""
+    x = head_values(trace, layer, head)
+    future = x["future"]
     rows = labels(v.tokens)
     T = len(rows)
-    return heatmap(pattern, rows, rows, title=f"Attention pattern of layer {layer} head {head}",
-                   row_title="query (who is looking)", col_title="key (looked at)", value_name="weight",
-                   signed=False, zmin=0.0, zmax=1.0, text=T <= 14, presenter=v.presenter,
-                   height=max(420, 34 * T + 150))
+    fig = heatmap(np.where(future, np.nan, x["pattern"]), rows, rows,
+                  title=f"Attention pattern of layer {layer} head {head}",
+                  row_title="query (who is looking)", col_title="key (looked at)", value_name="weight",
+                  signed=False, zmin=0.0, zmax=1.0, presenter=v.presenter, height=max(420, 34 * T + 150))
+    weights = np.vectorize(lambda w: f"{w:.2f}")(x["pattern"])
+    if T <= 14:       # few enough cells to print each weight
+        fig.data[0].update(text=np.where(future, "", weights), texttemplate="%{text}",
+                           textfont=dict(size=18 if v.presenter else 12))
+    hover = np.where(future, "masked: a later token", np.vectorize(lambda w: f"{w:.4f}")(x["pattern"]))
+    names = np.asarray(fig.data[0].customdata)
+    fig.data[0].update(customdata=np.dstack([names[..., 0], names[..., 1], hover]),
+                       hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}"
+                                     "<extra></extra>")
+    return fig.update_layout(plot_bgcolor="#CCCCCC")      # masked cells (no value) show grey
 
 
 MAX_PANELS = 48
@@ -152,8 +164,10 @@ def grid_panels(cfg, layer: int) -> list[tuple[int, int]]:
     return [(layer, h) for h in range(cfg.n_heads)]
 
 
-def all_heads_figure(v: View, trace: Trace, layer: int = 0) -> go.Figure:
-    """Small multiples: the attention pattern of every head in every layer, on one 0..1 colour scale.
+def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = None) -> go.Figure:
+    """Small multiples: the attention pattern of every head in every layer, on one 0..1 colour scale. The
+    outer panels name the tokens (keys along the bottom row, queries down the first column); the panel of
+    (layer, head), the one chosen in the pickers, is outlined in orange.
 
     The grid is laid out by hand (axis domains), as plotly's make_subplots would, but about 8x faster:
     make_subplots plus its update calls took some 30 ms of the page's 150 ms budget.
@@ -173,26 +187,44 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0) -> go.Figure:
                   annotations=[],
                   coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1, colorbar=dict(title=dict(text="weight"))))
     data = []
+    ticks = dict(tickvals=list(range(T)), ticktext=names, tickfont=dict(size=13 if v.presenter else 10))
+    layout["shapes"] = []
     for n, (l, h) in enumerate(panels):
         r, c = divmod(n, cols)
         axis = "" if n == 0 else str(n + 1)
         x0, top = c * (width + gap_x), 1 - r * (height + gap_y)
-        layout[f"xaxis{axis}"] = dict(domain=[max(0.0, x0), min(1.0, x0 + width)], anchor=f"y{axis}",
-                                      showticklabels=False, showgrid=False, zeroline=False)
-        layout[f"yaxis{axis}"] = dict(domain=[max(0.0, top - height), min(1.0, top)], anchor=f"x{axis}",
-                                      showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
-        layout["annotations"].append(dict(text=f"layer {l} head {h}", x=x0 + width / 2, y=min(1.0, top),
-                                          xref="paper", yref="paper", showarrow=False, yanchor="bottom",
-                                          font=dict(size=16 if v.presenter else 12)))
+        x_domain, y_domain = [max(0.0, x0), min(1.0, x0 + width)], [max(0.0, top - height), min(1.0, top)]
+        bottom_row = n + cols >= len(panels)
+        layout[f"xaxis{axis}"] = dict(domain=x_domain, anchor=f"y{axis}", showticklabels=bottom_row,
+                                      tickangle=-90, showgrid=False, zeroline=False, **ticks)
+        layout[f"yaxis{axis}"] = dict(domain=y_domain, anchor=f"x{axis}", showticklabels=c == 0,
+                                      showgrid=False, zeroline=False, autorange="reversed", **ticks)
+        chosen = (l, h) == (layer, head)
+        if chosen:
+            layout["shapes"].append(dict(type="rect", xref="paper", yref="paper", x0=x_domain[0], x1=x_domain[1],
+                                         y0=y_domain[0], y1=y_domain[1], line=dict(color=SELECTED, width=5),
+                                         name="selected head"))
+        title = f"<b>layer {l} head {h} (chosen)</b>" if chosen else f"layer {l} head {h}"
+        layout["annotations"].append(dict(text=title, x=x0 + width / 2, y=min(1.0, top), xref="paper", yref="paper",
+                                          showarrow=False, yanchor="bottom",
+                                          font=dict(size=16 if v.presenter else 12,
+                                                    color=SELECTED if chosen else None)))
         data.append(go.Heatmap(
             z=trace[f"blocks.{l}.attn.pattern"][0, h].numpy(), xaxis=f"x{axis}", yaxis=f"y{axis}",
             coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}",
             hovertemplate=(f"layer {l} head {h}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
                            "<br>weight %{z:.4f}<extra></extra>")))
-    return style(go.Figure(data, layout=layout), v.presenter, 250 * rows + 70)
+    fig = style(go.Figure(data, layout=layout), v.presenter, 280 * rows + 130)
+    return fig.update_layout(margin=dict(l=10, r=10, t=60, b=10))
 
 
+SELECTED = "#EE7733"  # orange: the chosen head's panel, the chosen query's lines
 LEVELS = 20          # line opacity and width come in steps of 1/LEVELS of attention weight
+
+
+def line_opacity(weight: float, chosen: bool) -> float:
+    """The chosen query's lines are always clearly stronger (0.7 to 1) than any other line (0.05 to 0.45)."""
+    return 0.7 + 0.3 * weight if chosen else 0.05 + 0.4 * weight
 
 
 def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_weight: float = 0.01) -> go.Figure:
@@ -217,16 +249,16 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
             ys += [i, (i + j) / 2, j, None]
             hover += [f"{names[i]} → {names[j]}: weight {w:.4f}"] * 3 + [None]
     data = []
-    for (chosen, level), (xs, ys, hover) in sorted(groups.items()):
+    for (chosen, level), (xs, ys, hover) in sorted(groups.items()):     # the chosen query's lines drawn last
         w = level / LEVELS
-        data.append(go.Scatter(x=xs, y=ys, mode="lines", opacity=w, hovertext=hover, hoverinfo="text",
-                               name=f"{'query' if chosen else 'other'} weight {w:.2f}",
-                               line=dict(color="#EE7733" if chosen else "#4477AA",
-                                         width=(2 + 10 * w) if chosen else (1 + 6 * w))))
+        data.append(go.Scatter(x=xs, y=ys, mode="lines", opacity=line_opacity(w, chosen), hovertext=hover,
+                               hoverinfo="text", name=f"{'query' if chosen else 'other'} weight {w:.2f}",
+                               line=dict(color=SELECTED if chosen else "#4477AA",
+                                         width=(3 + 10 * w) if chosen else (1 + 4 * w))))
     row = pattern[query]
-    query_name = safe(tokens[query])
+    query_name = token_label(tokens[query])
     data.append(go.Scatter(x=[0] * T, y=list(range(T)), mode="markers+text", text=names, textposition="middle left",
-                           marker=dict(size=9, color=["#EE7733" if i == query else "#4477AA" for i in range(T)]),
+                           marker=dict(size=9, color=[SELECTED if i == query else "#4477AA" for i in range(T)]),
                            name="queries", customdata=[names[int(pattern[i].argmax())] for i in range(T)],
                            hovertemplate="query %{text}<br>looks most at %{customdata}<extra></extra>"))
     data.append(go.Scatter(x=[1] * T, y=list(range(T)), mode="markers+text", text=names, textposition="middle right",
@@ -258,13 +290,11 @@ def head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
     return HEAD_FIGURES[which](v, trace, layer, head)
 
 
-def grid_figure(v: View, trace: Trace, layer: int) -> go.Figure:
-    """all_heads_figure, cached per sentence for bundled models (it does not depend on the head)."""
+def grid_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
+    """all_heads_figure with (layer, head) outlined, cached per sentence and chosen head for bundled models."""
     if v.name in BUNDLED:
-        cfg = v.bundle.model.cfg
-        shown = 0 if cfg.n_layers * cfg.n_heads <= MAX_PANELS else layer       # the grid ignores the layer then
-        return _cached_grid(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), shown, v.presenter)
-    return all_heads_figure(v, trace, layer)
+        return _cached_grid(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head, v.presenter)
+    return all_heads_figure(v, trace, layer, head)
 
 
 def _stand_in(name: str, tokens: tuple[str, ...], presenter: bool) -> SimpleNamespace:
@@ -279,8 +309,9 @@ def _cached_head_figure(name: str, ids: tuple[int, ...], tokens: tuple[str, ...]
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _cached_grid(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, presenter: bool) -> go.Figure:
-    return all_heads_figure(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer)
+def _cached_grid(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
+                 presenter: bool) -> go.Figure:
+    return all_heads_figure(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
 
 
 # --- words --------------------------------------------------------------------------------------

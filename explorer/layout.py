@@ -10,11 +10,23 @@ import streamlit as st
 from .state import View, link_to, section_key
 from .steps import BY_SLUG, neighbours
 
-# Larger type for a projector. A constant: no user text ever goes into unsafe HTML.
+# Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
+# Constants: no user text ever goes into unsafe HTML.
+BASE_CSS = """<style>
+[data-testid="stTabs"] [role="tablist"] { flex-wrap: wrap; overflow: visible; row-gap: 0.25rem; }
+[data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
+[data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+</style>"""
+
+# Larger type for a projector, the full width for figures, and less empty space above the title, so a
+# page's first screen reaches its chart.
 PRESENTER_CSS = """<style>
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+[data-testid="stMainBlockContainer"] { max-width: none; padding: 3.5rem 1.5rem 2rem 1.5rem; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
-h1 { font-size: 3rem !important; } h2 { font-size: 2.2rem !important; } h3 { font-size: 1.8rem !important; }
+h1 { font-size: 2.4rem !important; padding-top: 0 !important; } h2 { font-size: 1.9rem !important; }
+h3 { font-size: 1.6rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 </style>"""
 
@@ -28,11 +40,44 @@ def quote(text: str) -> str:
 
 def page_header(slug: str, view: View) -> None:
     """Title, presenter styling and any notices about the input."""
-    if view.presenter:
-        st.html(PRESENTER_CSS)
+    st.html(BASE_CSS + (PRESENTER_CSS if view.presenter else ""))
+    figure_format_picker()
     st.title(BY_SLUG[slug].title)
     for notice in view.notices + (view.prepared.notices if view.prepared else []):
         st.warning(notice, icon=":material/info:")
+
+
+FIGURE_FORMATS = {"PNG": "png", "SVG": "svg"}
+FORMAT_KEY = "_figure_format"         # kept when a page without the picker runs (a widget's key would not be)
+
+
+def _keep_format() -> None:
+    st.session_state[FORMAT_KEY] = st.session_state["figure_format"]
+
+
+def figure_format_picker() -> None:
+    """The sidebar's choice of what a figure's camera button downloads (PNG or SVG, presentation size)."""
+    formats = list(FIGURE_FORMATS)
+    st.sidebar.segmented_control(
+        "Figures download as", formats, default=st.session_state.get(FORMAT_KEY, formats[0]), key="figure_format",
+        on_change=_keep_format, required=True,
+        help="The camera button at the top right of a figure saves it at presentation size (1920 pixels wide).")
+
+
+def chart_config(fig=None) -> dict:
+    """Plotly's config for every step page's chart: the modebar's camera saves the figure at presentation size
+    (1920 pixels wide, at least 1080 high; a taller figure keeps its proportions) in the sidebar's format."""
+    height = (fig.layout.height if fig is not None else None) or 0
+    return {"displaylogo": False, "displayModeBar": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+            "toImageButtonOptions": {
+                "format": FIGURE_FORMATS.get(st.session_state.get(FORMAT_KEY), "png"),
+                "filename": f"transformer-explorer-{st.session_state.get('_page') or 'figure'}",
+                "width": 1920, "height": max(1080, round(height * 1.5)), "scale": 1}}
+
+
+def chart(fig, where=st, **kwargs):
+    """Draw a Plotly figure with the shared config (download at presentation size)."""
+    return where.plotly_chart(fig, config=chart_config(fig), **kwargs)
 
 
 def require_trace(view: View, slug: str):
@@ -68,7 +113,8 @@ def step_nav(slug: str) -> None:
     """Previous / next step buttons, and a link that reopens exactly this view."""
     before, after = neighbours(slug)
     st.divider()
-    left, right = st.columns(2)
+    # side by side on a wide screen; in presenter mode (large type) each on its own row, so neither is cut off
+    left, right = (st.container(), st.container()) if st.session_state.get("presenter") else st.columns(2)
     if before:
         left.page_link(before.file, label=f"Previous: {before.title}", icon=":material/arrow_back:")
     if after:

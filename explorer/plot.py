@@ -28,6 +28,27 @@ def safe(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+_SPACES = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "↵"}
+
+
+def visible(token: str) -> str:
+    """A token as a label a class can see: whitespace as a glyph (" " -> "␣", newline -> "↵") and punctuation
+    alone in angle brackets ("." -> "⟨.⟩"); any other token unchanged (a newline inside it still shows as ↵)."""
+    token = str(token)
+    if not token:
+        return "⟨⟩"
+    if token.isspace():
+        return "".join(_SPACES.get(c, "␣") for c in token)
+    if not any(c.isalnum() for c in token):                      # "." "," "!?"
+        return f"⟨{token}⟩"
+    return token.replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵")
+
+
+def token_label(token: str) -> str:
+    """`visible(token)` made safe for a Plotly label (bars, cells, titles)."""
+    return safe(visible(token))
+
+
 def style(fig: go.Figure, presenter: bool = False, height: int | None = None) -> go.Figure:
     """Common layout; presenter mode enlarges every font for the back of a classroom."""
     size = 20 if presenter else 13
@@ -67,7 +88,7 @@ def heatmap(values, rows: list[str], cols: list[str], *, title: str = "", row_ti
 
 def labels(tokens: list[str]) -> list[str]:
     """Axis labels for token positions: '0 the', '1 cat', ... (unique even when words repeat)."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]     # heatmap() escapes them; escape elsewhere
+    return [f"{i} {visible(t)}" for i, t in enumerate(tokens)]     # heatmap() escapes them; escape elsewhere
 
 
 def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row_title: str = "",

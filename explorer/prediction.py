@@ -16,7 +16,7 @@ from model.tokenizers import Tokenizer
 from model.transformer import TransformerLM
 
 from .layout import quote
-from .plot import safe, style
+from .plot import style, token_label
 
 TOP_BARS = 12               # bars in the probability chart
 MATH_ROWS = 6               # tokens worked out in "Show the math"
@@ -127,11 +127,11 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
     """Bars for the n likeliest tokens: the probability at the chosen temperature (grey and hatched when
     top-k or top-p cuts the token) and what sampling draws from after the cut."""
     top = table.head(n)
-    tokens = [safe(t) for t in top.token]
+    tokens = [token_label(t) for t in top.token]
     if actual is not None and actual not in set(top.id):      # show the real next token too, far down the list
         row = table[table.id == actual]
         top = pd.concat([top, row])
-        tokens.append(f"… #{int(row['rank'].iloc[0])} {safe(row.token.iloc[0])}")
+        tokens.append(f"… #{int(row['rank'].iloc[0])} {token_label(row.token.iloc[0])}")
     kept = top.kept.to_numpy()
     hover = np.stack([tokens, top.logit.map("{:.4f}".format), top.p1.map("{:.4%}".format),
                       top.pT.map("{:.4%}".format), top.final.map("{:.4%}".format),
@@ -139,7 +139,13 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
     template = ("<b>%{customdata[0]}</b><br>logit %{customdata[1]}<br>at temperature 1: %{customdata[2]}"
                 f"<br>at temperature {settings.temperature:g}: %{{customdata[3]}}"
                 "<br>after the cut: %{customdata[4]} (%{customdata[5]})<extra></extra>")
+    outline = []
+    if settings.temperature != 1:        # the distribution before the temperature, as an outline beside it
+        outline = [go.Bar(name="at temperature 1 (before the change)", x=tokens, y=top.p1,
+                          marker=dict(color="rgba(0,0,0,0)", line=dict(color="#444444", width=2)),
+                          customdata=hover, hovertemplate=template)]
     fig = go.Figure([
+        *outline,
         go.Bar(name=f"probability at temperature {settings.temperature:g}", x=tokens, y=top.pT,
                marker=dict(color=np.where(kept, "#88CCEE", CUT).tolist(),
                            pattern=dict(shape=np.where(kept, "", "/").tolist())),
@@ -151,7 +157,7 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
     ], layout=dict(title=title, barmode="group", bargap=0.25,
                    legend=dict(orientation="h", y=-0.28, x=0),
                    yaxis=dict(title="probability", tickformat=".0%",
-                              range=[0, min(1.0, float(max(top.pT.max(), top.final.max()))) * 1.18 + 1e-9]),
+                              range=[0, min(1.0, float(top[["pT", "final", "p1"]].max().max())) * 1.18 + 1e-9]),
                    xaxis=dict(type="category", title="next token (likeliest first)")))
     if actual is not None:
         x = tokens[int(np.flatnonzero(top.id.to_numpy() == actual)[0])]
@@ -165,7 +171,7 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
 def logit_figure(table: pd.DataFrame, title: str, n: int = TOP_BARS, presenter: bool = False) -> go.Figure:
     """The raw scores (logits) of the n likeliest tokens: what softmax starts from."""
     top = table.head(n)
-    tokens = [safe(t) for t in top.token]
+    tokens = [token_label(t) for t in top.token]
     fig = go.Figure(go.Bar(
         x=tokens, y=top.logit, marker_color=np.where(top.logit >= 0, "#EE6677", "#4477AA").tolist(),
         customdata=np.stack([tokens, top.p1.map("{:.4%}".format)], -1),
@@ -181,7 +187,7 @@ def cumulative_figure(table: pd.DataFrame, settings: Settings, presenter: bool =
     """Top-p's view: probabilities added up from the likeliest token, with the line at p."""
     top = table.head(CUMULATIVE_RANKS)
     total = (top.before + top.pT).to_numpy()
-    tokens = [safe(t) for t in top.token]
+    tokens = [token_label(t) for t in top.token]
     inside = top.before.to_numpy() < (settings.top_p if settings.top_p is not None else 2.0)
     fig = go.Figure(go.Scatter(
         x=top["rank"], y=total, mode="lines+markers", line=dict(color="#777777"),

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import attention as A
-from explorer.layout import (explanation, head_picker, layer_picker, math_panel, page_header, quote,
+from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
                              require_trace, sections, step_nav, token_picker)
 from explorer.state import view
 from explorer.whatif import change_figure, experiment_trace, next_token_change
@@ -13,32 +13,37 @@ page_header("attention", v)
 explanation(v, A.INTRO)
 trace = require_trace(v, "attention")
 
-left, right, _ = st.columns([1, 1, 2])
+left, right, third, _ = st.columns([1, 1, 2, 1] if v.presenter else [1, 1, 2, 2])
 layer = layer_picker(v, left)
 head = head_picker(v, right)
 qkv, steps, who, every, whatif = sections("attention", A.SECTIONS)
+side_by_side = not v.presenter           # on a projector each figure gets the full width, one under the other
 
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
     qkv.markdown(A.QKV_TEXT.format(K=cfg.d_head))
-    qkv.plotly_chart(A.head_figure(v, trace, layer, head, "qkv"))
+    chart(A.head_figure(v, trace, layer, head, "qkv"), qkv)
 
 if steps.open:
     steps.subheader(f"The four steps: layer {layer}, head {head}")
     figures = A.head_figure(v, trace, layer, head, "steps")
     for row in (0, 2):
-        for column, fig, caption in zip(steps.columns(2), figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
-            column.plotly_chart(fig)
-            column.markdown(caption.format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5))
+        places = steps.columns(2) if side_by_side else (steps, steps)
+        for place, fig, caption in zip(places, figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
+            chart(fig, place)
+            place.markdown(caption.format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5))
 
 if who.open:
+    query = token_picker(v, third, label="Query token")        # in the pickers' row: the chart comes first
     with who:
-        st.subheader(f"Who attends to whom: layer {layer}, head {head}")
-        query = token_picker(v, label="Query token")
-        st.markdown(A.read_row(v, trace, layer, head, query))
-        big, lines = st.columns([3, 2])
-        big.plotly_chart(A.head_figure(v, trace, layer, head, "pattern"))
-        lines.plotly_chart(A.lines_figure(v, trace, layer, head, query))
+        if not v.presenter:
+            st.subheader(f"Who attends to whom: layer {layer}, head {head}")
+            st.markdown(A.read_row(v, trace, layer, head, query))
+        big, lines = st.columns([3, 2]) if side_by_side else (st.container(), st.container())
+        chart(A.head_figure(v, trace, layer, head, "pattern"), big)
+        if v.presenter:
+            st.markdown(A.read_row(v, trace, layer, head, query))
+        chart(A.lines_figure(v, trace, layer, head, query), lines)
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
         panel = math_panel("attention")
         if panel.open:
@@ -53,9 +58,10 @@ if who.open:
 
 if every.open:
     every.subheader("Every head in every layer")
-    every.plotly_chart(A.grid_figure(v, trace, layer))
+    chart(A.grid_figure(v, trace, layer, head), every)
     every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
-                  "layer read the same tokens but ask different questions, so their patterns differ.")
+                  "layer read the same tokens but ask different questions, so their patterns differ. Orange: the "
+                  "head chosen above.")
 
 if whatif.open:
     with whatif:
@@ -64,12 +70,12 @@ if whatif.open:
         choice = st.radio("Change the model", range(len(options)), key="attention_whatif", horizontal=True,
                           format_func=lambda i: A.experiment_label(options[i]))
         experiment = options[choice]
-        query = token_picker(v, label="Query token")
+        query = token_picker(v, third, label="Query token")
         st.caption(f"{A.whatif_text(experiment, cfg.d_head)} Below: the prediction for the word after the query token "
                    f"({query}: {quote(v.tokens[query])}).")
         after = experiment_trace(v, experiment)
         table = next_token_change(v, trace, after, position=query)
-        st.plotly_chart(change_figure(table, experiment, v.presenter))
+        chart(change_figure(table, experiment, v.presenter))
         st.markdown(A.change_words(v, trace, after, experiment, position=query))
 
 step_nav("attention")

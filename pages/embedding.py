@@ -2,11 +2,9 @@
 import streamlit as st
 
 from explorer import embedding as em
-from explorer.layout import (explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.state import view
-
-CHART = dict(config={"displayModeBar": False})
 
 v = view()
 page_header("embedding", v)
@@ -18,7 +16,7 @@ rows, vocabulary, similar, neighbours = sections("embedding", em.SECTIONS)
 if rows.open:
     with rows:
         st.subheader("Your sentence's rows of the embedding matrix")
-        st.plotly_chart(em.rows_figure(v, trace), **CHART)
+        chart(em.rows_figure(v, trace))
         st.caption(f"Each row is one token's {cfg.d_model} learned numbers: red positive, blue negative, white near "
                    "0. The same word always gets the same row, wherever it stands (position is added in the next "
                    "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
@@ -37,13 +35,13 @@ if vocabulary.open:
                                     help="Write every vocabulary token next to its dot (crowded for big "
                                          "vocabularies).")
         pca = em.vocab_pca(v)
-        st.plotly_chart(em.pca_figure(v, pca, label_all), **CHART)
+        chart(em.pca_figure(v, pca, label_all))
         st.caption(em.pca_note(v, pca))
 
 if similar.open:
     with similar:
         st.subheader("Similar tokens in your sentence")
-        st.plotly_chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6), **CHART)
+        chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6))
         st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, "
                    "-1 = opposite. The diagonal is always 1 (every token compared with itself).")
 
@@ -53,7 +51,7 @@ if neighbours.open:
         position = token_picker(v, st.columns([1, 2])[0], label="Token")
         token_id = v.prepared.ids[position]
         table = em.neighbours_table(v, token_id)
-        st.plotly_chart(em.neighbours_figure(v, token_id, table), **CHART)
+        chart(em.neighbours_figure(v, token_id, table))
         st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
                    f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size}. Words the model "
                    "uses in similar places end up with similar rows.")

@@ -5,7 +5,7 @@ from explorer.feedforward import (HEATMAP_TEXT, SECTIONS, SLUG, activation_name,
                                   change_in_words, experiment, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
-from explorer.layout import (explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.state import view
 from explorer.whatif import change_figure, experiment_trace, next_token_change
@@ -25,11 +25,11 @@ shapes, fire, strongest, off_section, whatif = sections(SLUG, SECTIONS)
 
 if shapes.open:
     shapes.subheader("Expand, activate, contract")
-    shapes.plotly_chart(shapes_figure(v, layer))
+    chart(shapes_figure(v, layer), shapes)
 
 if fire.open:
     fire.subheader("Which neurons fire for which token")
-    fire.plotly_chart(activations_figure(v, layer))
+    chart(activations_figure(v, layer), fire)
     fire.caption(f"Each row is one token, each column one of the {cfg.d_ff} neurons. "
                  + HEATMAP_TEXT[cfg.activation] + " Hover for exact values.")
 
@@ -40,8 +40,8 @@ if strongest.open:
         table = top_neurons(v, layer, token)
         side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
         left, right = st.columns(2) if side_by_side else (st.container(), st.container())
-        left.plotly_chart(top_neurons_figure(v, layer, token, table))
-        right.plotly_chart(top_neurons_everywhere_figure(v, layer, token, table))
+        chart(top_neurons_figure(v, layer, token, table), left)
+        chart(top_neurons_everywhere_figure(v, layer, token, table), right)
         st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
                    "the same neurons for every token of the sentence. Hover a bar to see the other tokens that "
                    "fire it at least half as strongly.")
@@ -71,7 +71,7 @@ if off_section.open:
                        f"neurons) in layer {layer} are {off.rule}. "
                        + ("Only the rest carry a signal on to W_out." if cfg.activation == "relu" else
                           "They still pass a faint signal on to W_out; the rest carry the strong one."))
-        st.plotly_chart(histogram_figure(v, layer))
+        chart(histogram_figure(v, layer))
 
 if whatif.open:
     with whatif:
@@ -82,6 +82,6 @@ if whatif.open:
         after = experiment_trace(v, experiment(layer))
         change = next_token_change(v, trace, after, position=token)
         st.markdown(change_in_words(v, trace, after, layer, position=token))
-        st.plotly_chart(change_figure(change, experiment(layer), v.presenter))
+        chart(change_figure(change, experiment(layer), v.presenter))
 
 step_nav(SLUG)

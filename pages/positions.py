@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import positions as P
-from explorer.layout import (explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.state import view
 
@@ -23,15 +23,15 @@ if seats.open:
             st.info(NO_POSITIONS, icon=":material/block:")
         table = P.figure("table", v, trace)
         if table is None:
-            st.plotly_chart(P.figure("added", v, trace))
+            chart(P.figure("added", v, trace))
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one
             yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"],
                                         key="positions_rows", on_change="rerun")
             if yours.open:
-                yours.plotly_chart(P.figure("added", v, trace))
+                chart(P.figure("added", v, trace), yours)
             if everything.open:
-                everything.plotly_chart(table)
+                chart(table, everything)
                 if cfg.max_len > P.MAX_TABLE_ROWS:
                     everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
 
@@ -47,7 +47,7 @@ if waves.open:
                                       help="Each dimension of the position vector, drawn over every seat.")
             curves = P.figure("curves", v, trace, dims)
             if curves is not None:
-                st.plotly_chart(curves)
+                chart(curves)
             else:
                 st.info("Pick at least one dimension to draw.")
 
@@ -55,7 +55,7 @@ if sums.open:
     with sums:
         st.subheader("Token + position = input")
         position = token_picker(v)
-        st.plotly_chart(P.figure("sum", v, trace, position))
+        chart(P.figure("sum", v, trace, position))
         st.caption(P.sum_caption(v, trace, position))
         st.markdown(P.SUM_TEXT)
         panel = math_panel("positions")
@@ -77,7 +77,7 @@ if alike.open:
                 whole = st.toggle("Show the whole table", key="positions_whole",
                                   help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only "
                                        "your sentence's.")
-            st.plotly_chart(P.figure("similarity", v, trace, whole))
+            chart(P.figure("similarity", v, trace, whole))
             st.caption(P.SIMILARITY_TEXT[cfg.pos])
 
 if whatif.open:
@@ -114,7 +114,7 @@ if whatif.open:
             st.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
             bars = P.order_figure(comparison, v.presenter)
             if bars is not None:
-                st.plotly_chart(bars)
+                chart(bars)
             st.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
 
 step_nav("positions")

@@ -1,7 +1,7 @@
 """Step 7: the last scores become probabilities; temperature, top-k and top-p shape them; the model writes."""
 import streamlit as st
 
-from explorer.layout import explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
 from explorer.plot import safe
 from explorer.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, Continuation, Settings,
                                  actual_next_story, continuation_table, continued_text, cumulative_figure,
@@ -39,10 +39,10 @@ table = ranking(logits[position], vocab, settings)
 actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
 after = v.tokens[position]
 bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
-scores, chart = (st.container(), st.container()) if v.presenter else st.columns([2, 3])
-scores.plotly_chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter))
-chart.plotly_chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
-                                      f"(position {position})", actual, bars, v.presenter))
+scores, chances = (st.container(), st.container()) if v.presenter else st.columns([2, 3])
+chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores)
+chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
+                                          f"(position {position})", actual, bars, v.presenter), chances)
 numbers = st.columns(3)
 numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum())} of {V}")
 numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
@@ -82,7 +82,7 @@ if panel.open:
                     + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
                        if settings.top_k is not None else "Top-k is off. ")
                     + top_p_story(table, settings.top_p))
-        st.plotly_chart(cumulative_figure(table, settings, v.presenter))
+        chart(cumulative_figure(table, settings, v.presenter))
         st.markdown(renormalise_story(table))
 
 # --- writing with the model: an explicit action, so here the model does run --------------------------

@@ -1,7 +1,7 @@
 """Step 6, residual stream and normalization: the running total, what each layer adds, and the logit lens."""
 import streamlit as st
 
-from explorer.layout import (explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_figure, lens_in_words, logit_lens, math_latex, math_table,
@@ -24,20 +24,20 @@ wired, size, adds, norm, lens = sections(SLUG, SECTIONS)
 if wired.open:
     with wired:
         st.subheader("How one block is wired")
-        st.plotly_chart(block_figure(v, layer))
+        chart(block_figure(v, layer))
         st.markdown(diagram_caption(v))
 
 if size.open:
     with size:
         st.subheader("How big the stream is, stage by stage")
-        st.plotly_chart(stream_norms_figure(v))
+        chart(stream_norms_figure(v))
         st.caption("Each cell is the length (L2 norm) of one token's vector in the stream after a stage: the "
                    "embedding, then each layer after attention and after the FFN have added their notes.")
 
 if adds.open:
     with adds:
         st.subheader(f"What layer {layer} adds")
-        st.plotly_chart(contributions_figure(v, layer))
+        chart(contributions_figure(v, layer))
         added = contributions(v, layer)
         st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
                    f"{added['resid_pre'].mean():.2f} long, and the FFN adds one {added['mlp.out'].mean():.2f} "
@@ -62,7 +62,7 @@ if norm.open:
                                  format_func=lambda key: options[key].label)
             step = options[chosen]
             m = norm_math(v, step, token)
-            st.plotly_chart(norm_scatter_figure(v, m, step, token))
+            chart(norm_scatter_figure(v, m, step, token))
             stats = norm_stats(m)
             st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
                                                                 for c in ("mean", "variance", "RMS", "L2 norm")})
@@ -100,7 +100,7 @@ if lens.open:
             with_mid = st.toggle("Also read the stream after attention (resid_mid)", value=True,
                                  key="residual_lens_mid")
         readings = logit_lens(v, with_mid)
-        st.plotly_chart(lens_figure(v, readings))
+        chart(lens_figure(v, readings))
         st.markdown(lens_in_words(v, readings))
         st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "
                    "exactly as the real output does, and shows the likeliest next token and its probability. The "

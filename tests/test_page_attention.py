@@ -92,7 +92,9 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
     tr = default_trace()
     pattern = tr["blocks.0.attn.pattern"][0, 3].numpy()
     big = figure_titled(at, "Attention pattern of layer 0 head 3")
-    np.testing.assert_allclose(z_of(big), pattern, rtol=1e-6)
+    future = np.triu(np.ones((10, 10), dtype=bool), 1)
+    np.testing.assert_allclose(z_of(big)[~future], pattern[~future], rtol=1e-6)
+    assert np.isnan(z_of(big)[future]).all()                                 # masked: no colour, no value
     assert big["data"][0]["colorscale"][0][1] == "#440154"                   # Viridis, 0..1
     assert (big["data"][0]["zmin"], big["data"][0]["zmax"]) == (0, 1)
 
@@ -113,12 +115,57 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
             assert j <= i                                                    # never into the future
             w = float(pattern[i, j])
             assert w >= 0.01
-            assert t["opacity"] == max(1, round(w * A.LEVELS)) / A.LEVELS    # darker = more, in steps of 0.05
+            level = max(1, round(w * A.LEVELS)) / A.LEVELS                   # darker = more, in steps of 0.05
+            assert t["opacity"] == A.line_opacity(level, i == 7)
             assert f"weight {w:.4f}" in t["hovertext"][n]                    # the exact weight on hover
             assert (t["line"]["color"] == "#EE7733") == (i == 7)             # the query's lines in orange
             segments += 1
     assert segments == int((np.tril(pattern) >= 0.01).sum())
     np.testing.assert_allclose(decode(lines["data"][-1]["customdata"]), pattern[7], rtol=1e-6)
+
+
+def test_masked_cells_of_the_pattern_show_no_number_and_say_masked_on_hover():
+    at = show(open_page("attention", layer=1, head=0, token=7), "Who looks at whom")
+    pattern = default_trace()["blocks.1.attn.pattern"][0, 0].numpy()
+    big = figure_titled(at, "Attention pattern of layer 1 head 0")
+    text, hover = np.asarray(big["data"][0]["text"]), np.asarray(big["data"][0]["customdata"])
+    for i in range(10):
+        for j in range(10):
+            if j > i:       # a later token
+                assert text[i, j] == "" and hover[i, j, 2] == "masked: a later token"
+            else:
+                assert text[i, j] == f"{pattern[i, j]:.2f}" and hover[i, j, 2] == f"{pattern[i, j]:.4f}"
+    assert big["layout"]["plot_bgcolor"] == "#CCCCCC"                      # blank cells show grey
+
+
+def test_the_chosen_querys_lines_are_clearly_stronger_than_every_other_line():
+    at = show(open_page("attention", layer=0, head=1, token=6), "Who looks at whom")
+    lines = figure_titled(at, "Who looks at whom")["data"][:-2]
+    chosen = [t["opacity"] for t in lines if t["line"]["color"] == "#EE7733"]
+    others = [t["opacity"] for t in lines if t["line"]["color"] != "#EE7733"]
+    assert chosen and others and min(chosen) >= max(others) + 0.2
+    assert lines[-1]["line"]["color"] == "#EE7733"                           # drawn on top
+
+
+def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_head():
+    at = show(open_page("attention", layer=1, head=2), "Every head")
+    grid = figure_titled(at, "Every head in every layer")
+    layout = grid["layout"]
+    names = [f"{i} {t}" for i, t in enumerate(DEFAULT_SENTENCE.split())]
+    for n in range(8):                                                       # 2 rows x 4 columns
+        axis = "" if n == 0 else str(n + 1)
+        x, y = layout[f"xaxis{axis}"], layout[f"yaxis{axis}"]
+        assert x.get("showticklabels") == (n >= 4) and y.get("showticklabels") == (n % 4 == 0)
+        assert list(x["ticktext"]) == names and list(y["ticktext"]) == names
+    (outline,) = layout["shapes"]
+    chosen = 1 * 4 + 2                                                       # layer 1 head 2: panel 7
+    assert [outline["x0"], outline["x1"]] == list(layout[f"xaxis{chosen + 1}"]["domain"])
+    assert [outline["y0"], outline["y1"]] == list(layout[f"yaxis{chosen + 1}"]["domain"])
+    assert layout["annotations"][chosen]["text"] == "<b>layer 1 head 2 (chosen)</b>"
+    at.selectbox(key="head").set_value(0).run()                             # another head: the outline moves
+    layout = figure_titled(at, "Every head in every layer")["layout"]
+    assert [layout["shapes"][0]["x0"], layout["shapes"][0]["y0"]] == [layout["xaxis5"]["domain"][0],
+                                                                      layout["yaxis5"]["domain"][0]]
 
 
 def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
@@ -174,7 +221,7 @@ def test_changing_layer_and_head_redraws_from_the_trace():
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(3).run()
     assert not at.exception
-    np.testing.assert_allclose(z_of(figure_titled(at, "Attention pattern of layer 1 head 3")),
+    np.testing.assert_allclose(np.nan_to_num(z_of(figure_titled(at, "Attention pattern of layer 1 head 3"))),
                                default_trace()["blocks.1.attn.pattern"][0, 3].numpy(), rtol=1e-6)
     show(at, "What if?")
     assert at.radio(key="attention_whatif").options[0] == "Knock out head 3 of layer 1"
