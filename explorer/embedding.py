@@ -17,7 +17,7 @@ from model.tokenizers import UNK
 from model.transformer import Trace
 
 from .layout import quote
-from .plot import as_numpy, heatmap, safe, style
+from .plot import as_numpy, heatmap, safe, style, token_label, visible
 from .state import View
 
 N_NEIGHBOURS = 8
@@ -57,7 +57,7 @@ def _short(text: str, limit: int) -> str:
 
 def position_labels(v: View, limit: int = 14, mark_unknown: bool = True) -> list[str]:
     """'0 the', '1 cat', ... (long words shortened) with '→<unk>' after unknown words: what the model read."""
-    return [f"{i} {_short(p.text, limit)}" + (f" →{UNK}" if p.unknown and mark_unknown else "")
+    return [f"{i} {_short(visible(p.text), limit)}" + (f" →{UNK}" if p.unknown and mark_unknown else "")
             for i, p in enumerate(v.prepared.pieces)]
 
 
@@ -73,7 +73,7 @@ def rows_figure(v: View, trace: Trace) -> go.Figure:
     values = trace["embed.tok"][0]                                                   # (T, D)
     D = values.shape[1]
     fig = heatmap(values, position_labels(v), [str(d) for d in range(D)],
-                  title=f"This sentence's embeddings: {values.shape[0]} tokens x {D} numbers (embed.tok)",
+                  title=f"This sentence's embeddings: {values.shape[0]} tokens x {D} numbers",
                   row_title="token", col_title="dimension", value_name="value", presenter=v.presenter)
     step = max(1, D // 16)
     fig.update_xaxes(tickvals=list(range(0, D, step)), ticktext=[str(d) for d in range(0, D, step)])
@@ -129,26 +129,69 @@ def vocab_pca(v: View) -> Pca:
     return _cached_pca(key, weight)
 
 
+MAP_WIDTH_PX = 900      # about how wide the map is drawn (the figure's height is set), for label spacing
+
+
+def label_box(x: float, y: float, text: str, font_px: float) -> tuple[float, float, float, float]:
+    """(left, right, bottom, top) in pixels of a label written just above the point (x, y) in pixels."""
+    half = 0.3 * font_px * max(len(text), 1) + 2
+    return x - half, x + half, y + 4, y + 4 + 1.3 * font_px
+
+
+def overlaps(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def spaced_labels(xy: np.ndarray, texts: list[str], fixed: list[tuple], size_px: tuple[float, float],
+                  font_px: float) -> list[bool]:
+    """Which of the points get a label: greedily, in order, each label whose box collides with no label already
+    placed (the `fixed` boxes, e.g. the sentence's labels, are placed first)."""
+    boxes = list(fixed)
+    chosen = []
+    for (x, y), text in zip(to_pixels(xy, size_px), texts):
+        box = label_box(x, y, text, font_px)
+        free = not any(overlaps(box, other) for other in boxes)
+        if free:
+            boxes.append(box)
+        chosen.append(free)
+    return chosen
+
+
+def to_pixels(xy: np.ndarray, size_px: tuple[float, float]) -> np.ndarray:
+    """Map coordinates to approximate pixels of a plot `size_px` (width, height) showing all of them."""
+    low, high = xy.min(0), xy.max(0)
+    span = np.where(high > low, high - low, 1.0)
+    return (xy - low) / span * np.asarray(size_px, dtype=float)
+
+
 def pca_figure(v: View, pca: Pca, label_all: bool = False) -> go.Figure:
-    """Every vocabulary token as a grey dot on the 2-D map; this sentence's tokens in red with labels."""
+    """Every vocabulary token as a grey dot on the 2-D map; this sentence's tokens in red with labels. Grey
+    labels go only where they collide with no other label (all of them with `label_all`)."""
     vocab = v.bundle.tokenizer.vocab
     ids = v.prepared.ids
     xy = pca.coords
     hover = [safe(f"{t!r} (id {i})") for i, t in enumerate(vocab)]
+    grey_px, red_px = (14, 20) if v.presenter else (10, 14)
+    size_px = (MAP_WIDTH_PX, 480 * (1.3 if v.presenter else 1.0) - 150)         # the plot area, roughly
+    seen = list(dict.fromkeys(ids))
+    red = [label_box(x, y, visible(vocab[i]), red_px) for (x, y), i in zip(to_pixels(xy, size_px)[seen], seen)]
+    names = [visible(t) for t in vocab]
+    shown = [True] * len(vocab) if label_all else spaced_labels(xy, names, red, size_px, grey_px)
+    in_sentence = set(seen)
+    shown = [keep and i not in in_sentence for i, keep in enumerate(shown)]    # the sentence's own are red
     fig = go.Figure(layout=dict(title=f"The whole vocabulary on a map ({len(vocab)} tokens, PCA)"))
     points = go.Scattergl if len(vocab) > 2000 else go.Scatter       # WebGL keeps big vocabularies fast
     fig.add_trace(points(
-        name="vocabulary", x=xy[:, 0], y=xy[:, 1], mode="markers+text" if label_all else "markers",
-        text=[safe(t) for t in vocab] if label_all else None, textposition="top center",
-        textfont=dict(color="#888888", size=10 if not v.presenter else 14),
+        name="vocabulary", x=xy[:, 0], y=xy[:, 1], mode="markers+text",
+        text=[safe(n) if keep else "" for n, keep in zip(names, shown)], textposition="top center",
+        textfont=dict(color="#777777", size=grey_px),
         marker=dict(color="#BBBBBB", size=7), hovertext=hover,
         hovertemplate="%{hovertext}<br>PC 1 %{x:.4f}<br>PC 2 %{y:.4f}<extra>vocabulary</extra>"))
-    seen = list(dict.fromkeys(ids))
     where = {i: [p for p, j in enumerate(ids) if j == i] for i in seen}
     fig.add_trace(go.Scatter(
         name="your sentence", x=xy[seen, 0], y=xy[seen, 1], mode="markers+text",
-        text=[safe(vocab[i]) for i in seen], textposition="top center",
-        textfont=dict(color="#CC3311", size=14 if not v.presenter else 20),
+        text=[token_label(vocab[i]) for i in seen], textposition="top center",
+        textfont=dict(color="#CC3311", size=red_px),
         marker=dict(color="#CC3311", size=12, line=dict(color="white", width=1)),
         customdata=np.array(seen),
         hovertext=[safe(f"{vocab[i]!r} (id {i}) at position(s) {', '.join(map(str, where[i]))}") for i in seen],
@@ -215,11 +258,11 @@ def neighbours_table(v: View, token_id: int) -> pd.DataFrame:
 def neighbours_figure(v: View, token_id: int, table: pd.DataFrame) -> go.Figure:
     """Horizontal bars: the nearest tokens by cosine similarity, nearest on top."""
     vocab = v.bundle.tokenizer.vocab
-    names = [safe(f"{t} (id {i})") for t, i in zip(table["token"], table["id"])]
+    names = [f"{token_label(t)} (id {i})" for t, i in zip(table["token"], table["id"])]
     fig = go.Figure(go.Bar(x=table["cosine"], y=names, orientation="h", marker_color="#4477AA",
                            text=[f"{c:.3f}" for c in table["cosine"]], textposition="outside",
                            customdata=table["id"], hovertemplate="%{y}<br>cosine %{x:.4f}<extra></extra>"),
-                    layout=dict(title=f"Nearest neighbours of {safe(repr(vocab[token_id]))}"))
+                    layout=dict(title=f"Nearest neighbours of “{token_label(vocab[token_id])}”"))
     low = float(table["cosine"].min()) if len(table) else 0.0
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, low - 0.25 if low < 0 else 0.0), 1.05])
     fig.update_traces(cliponaxis=False)

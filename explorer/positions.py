@@ -22,7 +22,7 @@ from model.inputs import Prepared, prepare_text
 from model.transformer import Trace, TransformerLM
 
 from .layout import quote
-from .plot import heatmap, labels, safe, style
+from .plot import heatmap, labels, safe, style, token_label
 from .state import View, bundled_model, trace_of
 from .whatif import experiment_trace
 
@@ -189,31 +189,49 @@ def table_figure(v: View, trace: Trace) -> go.Figure | None:
     return fig
 
 
+SAMPLES_PER_POSITION = 20      # the smooth wave between two seats is drawn from this many points
+
+
+def smooth_wave(cfg: ModelConfig, dim: int, positions: np.ndarray) -> np.ndarray:
+    """A sinusoidal dimension's wave at any (fractional) position, by the table's own formula:
+    sin(p / 10000^(2i/D)) for an even dimension 2i, cos of the same for the odd one after it."""
+    freq = math.exp((dim // 2 * 2) * (-math.log(10000.0) / cfg.d_model))
+    return np.sin(positions * freq) if dim % 2 == 0 else np.cos(positions * freq)
+
+
 def curves_figure(v: View, trace: Trace, dims: list[int]) -> go.Figure | None:
-    """Each chosen dimension's value over every position 0..max_len-1, with the sentence's positions marked."""
+    """Each chosen dimension's value over every position 0..max_len-1: a sinusoidal wave drawn smooth (sampled
+    finely between the seats) with a dot at each real seat (the table's value); the sentence's seats are the
+    large dots. Learned values have nothing between seats, so they are drawn as straight segments."""
     table = position_table(v.bundle.model)
     if table is None or not dims:
         return None
     cfg = v.bundle.model.cfg
-    positions = list(range(table.shape[0]))
+    positions = np.arange(table.shape[0])
+    fine = np.linspace(0, positions[-1], positions[-1] * SAMPLES_PER_POSITION + 1)
     T = trace["tokens"].shape[1]
-    tokens = [safe(t) for t in v.tokens]
+    tokens = [token_label(t) for t in v.tokens]
     palette = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
+    sinusoidal = cfg.pos == "sinusoidal"
     data = []
     for n, d in enumerate(dims):
         colour = palette[n % len(palette)]
         column = table[:, d].numpy()
-        data.append(go.Scatter(x=positions, y=column, mode="lines", name=dim_name(cfg, d),
-                               line=dict(color=colour, width=2), legendgroup=str(d),
+        x, y = (fine, smooth_wave(cfg, d, fine)) if sinusoidal else (positions, column)
+        data.append(go.Scatter(x=x, y=y, mode="lines", name=dim_name(cfg, d), line=dict(color=colour, width=2),
+                               legendgroup=str(d), hoverinfo="skip"))
+        data.append(go.Scatter(x=positions, y=column, mode="markers", name=f"dim {d}: every seat",
+                               marker=dict(color=colour, size=6), legendgroup=str(d), showlegend=False,
                                hovertemplate=f"dim {d}<br>position %{{x}}<br>value %{{y:.4f}}<extra></extra>"))
         data.append(go.Scatter(x=list(range(T)), y=column[:T], mode="markers", name=f"dim {d}: your sentence",
-                               marker=dict(color=colour, size=10, line=dict(color="black", width=1)),
+                               marker=dict(color=colour, size=11, line=dict(color="black", width=1)),
                                legendgroup=str(d), showlegend=False, customdata=tokens,
                                hovertemplate=(f"dim {d}<br>position %{{x}}: %{{customdata}}"
                                               "<br>value %{y:.4f}<extra></extra>")))
-    kind = "sine and cosine waves" if cfg.pos == "sinusoidal" else "learned values"
+    kind = "sine and cosine waves" if sinusoidal else "learned values"
     fig = go.Figure(data, layout=dict(
-        title=f"Chosen dimensions over every position ({kind})<br><sup>dots: your sentence's positions</sup>",
+        title=f"Chosen dimensions over every position ({kind})<br><sup>dots: the seats; large dots: your "
+              "sentence's seats</sup>",
         xaxis=dict(title="position", range=[-0.5, len(positions) - 0.5]), yaxis=dict(title="value"),
         legend=dict(orientation="h", y=-0.22)))
     fig.add_vrect(x0=-0.5, x1=T - 0.5, fillcolor="#DDDDDD", opacity=0.35, line_width=0, layer="below")

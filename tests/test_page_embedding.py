@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
                       page_text, show_section, type_text)
 from explorer import embedding as em
+from explorer.plot import token_label, visible
 from explorer.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
@@ -94,7 +95,7 @@ def test_cosine_similarity_between_the_sentences_tokens():
 def test_nearest_neighbours_of_the_chosen_token_over_the_whole_vocabulary():
     at = show(open_page("embedding"), "Nearest neighbours")
     at.selectbox(key="token").set_value(1).run()                    # "cat"
-    figure = figure_titled(at, "Nearest neighbours of 'cat'")
+    figure = figure_titled(at, "Nearest neighbours of “cat”")
     vocab = tinytales().tokenizer.vocab
     cat = vocab.index("cat")
     sims = F.cosine_similarity(weight()[cat][None], weight(), dim=-1)
@@ -135,7 +136,7 @@ def test_unknown_words_all_share_the_unk_row():
                                                           enumerate("quantum zebras juggle marmalade".split())]
     assert "Unknown words all share the `<unk>` row" in page_text(at)
     assert np.allclose(decode(figure_titled(show(at, "Similar tokens"), "Cosine similarity")["data"][0]["z"]), 1.0)
-    assert figure_titled(show(at, "Nearest neighbours"), "Nearest neighbours of '&lt;unk&gt;'")
+    assert figure_titled(show(at, "Nearest neighbours"), "Nearest neighbours of “&lt;unk&gt;”")
 
 
 @pytest.mark.parametrize("text", ["<b>the</b> cat <script>x</script>", "the 🐈 sat " * 20])
@@ -156,10 +157,33 @@ def test_presenter_mode_hides_the_label_option_and_enlarges_the_figures():
     at = show(open_page("embedding"), "The vocabulary map")
     assert at.checkbox(key="embedding_label_all").value is False
     at.checkbox(key="embedding_label_all").check().run()
-    assert trace_named(figure_titled(at, "whole vocabulary"), "vocabulary")["mode"] == "markers+text"
+    texts = list(trace_named(figure_titled(at, "whole vocabulary"), "vocabulary")["text"])
+    in_sentence = set(run(DEFAULT_SENTENCE)[0])
+    assert all(bool(t) == (i not in in_sentence) for i, t in enumerate(texts))   # every token but the red ones
     big = show(open_page("embedding", presenter=1), "The vocabulary map")
     assert not big.exception and not [c for c in big.checkbox if c.key == "embedding_label_all"]
     assert figure_titled(big, "whole vocabulary")["layout"]["font"]["size"] == 20
+
+
+@pytest.mark.parametrize("presenter", [0, 1])
+def test_the_vocabulary_maps_grey_labels_never_collide_with_each_other_or_the_sentences(presenter):
+    at = show(open_page("embedding", presenter=presenter), "The vocabulary map")
+    figure = figure_titled(at, "whole vocabulary")
+    grey, red = trace_named(figure, "vocabulary"), trace_named(figure, "your sentence")
+    xy = np.stack([decode(grey["x"]), decode(grey["y"])], 1)
+    size = (em.MAP_WIDTH_PX, 480 * (1.3 if presenter else 1.0) - 150)
+    pixels = em.to_pixels(xy, size)
+    vocab = tinytales().tokenizer.vocab
+    seen = list(decode(red["customdata"]))
+    assert list(red["text"]) == [token_label(vocab[i]) for i in seen]      # every sentence token is labelled
+    boxes = [em.label_box(*pixels[i], visible(vocab[i]), red["textfont"]["size"]) for i in seen]
+    labelled = [i for i, t in enumerate(grey["text"]) if t]
+    assert len(labelled) >= 15                                            # a readable subset, not none
+    for i in labelled:
+        assert grey["text"][i] == token_label(vocab[i]) and i not in seen
+        box = em.label_box(*pixels[i], visible(vocab[i]), grey["textfont"]["size"])
+        assert not any(em.overlaps(box, other) for other in boxes), vocab[i]
+        boxes.append(box)
 
 
 def test_roses_has_a_32_number_map():

@@ -79,13 +79,18 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
     assert (box["y0"], box["y1"]) == (-0.5, 9.5)
 
     curves = figure_titled(show(at, "Dimension by dimension"), "Chosen dimensions over every position")
-    lines = [t for t in curves["data"] if t["mode"] == "lines"]
-    dots = [t for t in curves["data"] if t["mode"] == "markers"]
+    lines, seats, yours = curves["data"][0::3], curves["data"][1::3], curves["data"][2::3]
+    assert all(t["mode"] == "lines" for t in lines) and all(t["mode"] == "markers" for t in seats + yours)
     assert [t["name"].split(" (")[0] for t in lines] == ["dim 0", "dim 1", "dim 16", "dim 17"]
     assert "one wave = 6.3 positions" in lines[0]["name"] and "62.8" in lines[2]["name"]
-    for line, dot, d in zip(lines, dots, (0, 1, 16, 17)):
-        np.testing.assert_allclose(decode(line["y"]), table[:, d].numpy(), rtol=1e-6)
-        assert len(decode(line["x"])) == 32                 # every seat up to the context length
+    for line, seat, dot, d in zip(lines, seats, yours, (0, 1, 16, 17)):
+        x, y = decode(line["x"]), decode(line["y"])
+        assert x[0] == 0 and x[-1] == 31 and len(x) == 31 * 20 + 1      # smooth: 20 samples between seats
+        wave = np.sin if d % 2 == 0 else np.cos
+        np.testing.assert_allclose(y, wave(x / 10000 ** ((d // 2 * 2) / 64)), atol=1e-6)
+        np.testing.assert_allclose(y[::20], table[:, d].numpy(), atol=1e-5)   # through every real seat
+        np.testing.assert_allclose(decode(seat["x"]), np.arange(32))
+        np.testing.assert_allclose(decode(seat["y"]), table[:, d].numpy(), rtol=1e-6)   # the dots: the real table
         np.testing.assert_allclose(decode(dot["y"]), table[:10, d].numpy(), rtol=1e-6)
         assert list(dot["customdata"])[:2] == ["the", "cat"]
 
@@ -210,7 +215,8 @@ def test_learned_positions_show_the_learned_table():
     table = P.table_figure(v, v.trace)
     np.testing.assert_allclose(table.data[0].z, weight.numpy(), rtol=1e-6)
     curves = P.curves_figure(v, v.trace, [0, 5])
-    np.testing.assert_allclose(curves.data[2].y, weight[:, 5].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(curves.data[3].y, weight[:, 5].numpy(), rtol=1e-6)   # learned: no wave between seats
+    np.testing.assert_allclose(curves.data[3].x, np.arange(len(weight)))
     assert "learned values" in curves.layout.title.text and curves.data[0].name == "dim 0"
     np.testing.assert_allclose(P.similarity_figure(v, v.trace).data[0].z, cosine(weight[:5]), atol=1e-9)
     lines = P.math_lines(v, v.trace, 2, 3)
@@ -252,4 +258,4 @@ def test_builders_escape_tokens_in_plotly_labels():
     fig = P.sum_figure(v, v.trace, 0)
     assert "&lt;" in fig.layout.title.text and "<b>" not in fig.layout.title.text
     curves = P.curves_figure(v, v.trace, [0])
-    assert "&lt;unk&gt;" in list(curves.data[1].customdata)
+    assert "&lt;unk&gt;" in list(curves.data[2].customdata)
