@@ -248,8 +248,6 @@ def explore() -> None:
     apply_view(model=name, text=active_run().example)
     state = st.session_state
     state["lab_explore"] = state["lab_explored"] = name
-    if "presenter" in state:
-        state["presenter"] = state["presenter"]     # keep presenter mode through the page switch
 
 
 def take_explore_request() -> str | None:

@@ -197,7 +197,9 @@ def current_view() -> View:
     notices: list[str] = []
     _load_url_once(notices)
     sections = [key for key in st.session_state if str(key).startswith("section_")]
-    for key in [*PAGE_KEYS, *sections]:  # keep page widgets' values when their page is not shown
+    # Keep widgets' values when their page is not shown, and the sidebar's through st.switch_page (a switch
+    # from a page's script dropped presenter mode: seen after the lab's Explore and a discovery's Show me).
+    for key in [*VIEW_KEYS, *sections]:
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
     st.session_state.setdefault("text", DEFAULT_SENTENCE)

@@ -157,3 +157,21 @@ def test_a_link_to_a_trained_model_says_how_to_share_one():
     assert "download its file in the training lab and upload it" in page_text(at)
     at = open_page("home", model="nonsense")
     assert "does not exist" in page_text(at) and "upload it" not in page_text(at)
+
+
+def test_presenter_mode_survives_a_page_switched_to_by_code():
+    at = open_page("discoveries", presenter=1)
+    card = at.radio[0]
+    card.set_value(card.options[1]).run()
+    at.button(key="discovery_reveal_pronoun").click().run()
+    [show] = [b for b in at.button if b.key and b.key.startswith("discovery_show_pronoun")]
+    show.click().run()
+    assert at.session_state["_page"] == "attention" and not at.exception
+    assert at.session_state["presenter"] is True and at.toggle(key="presenter").value is True
+    at = open_page("training", presenter=1)                     # the lab's Explore switches page too
+    at.button(key="lab_start").click().run()
+    at.session_state["lab_runs"][-1].tick()
+    at.button(key="lab_pause").click().run()
+    at.button(key="lab_publish").click().run()
+    assert at.session_state["_page"] == "" and at.session_state["model"] == "lab: run 1"     # the home page
+    assert at.session_state["presenter"] is True and at.toggle(key="presenter").value is True
