@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from .layout import quote
-from .plot import as_numpy, heatmap, labels, safe, style
+from .plot import as_numpy, heatmap, labels, safe, style, token_label
 from .state import View
 
 SLUG = "residual"
@@ -60,12 +60,12 @@ ANALOGY_TEXT = {
 # --------------------------------------------------------------------------------------------------
 
 def stream_stages(view: View, with_mid: bool = True) -> list[tuple[str, str]]:
-    """(trace name, short label) for the stream: embed.out, then resid_mid and resid_post of each block."""
-    stages = [("embed.out", "embed.out")]
+    """(trace name, plain label) for the stream: embed.out, then resid_mid and resid_post of each block."""
+    stages = [("embed.out", "token + position")]
     for i in range(view.bundle.model.cfg.n_layers):
         if with_mid:
-            stages.append((f"blocks.{i}.resid_mid", f"L{i} + attention"))
-        stages.append((f"blocks.{i}.resid_post", f"L{i} + FFN"))
+            stages.append((f"blocks.{i}.resid_mid", f"layer {i}: after attention"))
+        stages.append((f"blocks.{i}.resid_post", f"layer {i}: after feed-forward"))
     return stages
 
 
@@ -78,14 +78,14 @@ def stream_norms_figure(view: View) -> go.Figure:
     """Tokens x stages heatmap of the stream's size."""
     stages = stream_stages(view)
     fig = heatmap(stream_norms(view), labels(view.tokens), [label for _, label in stages],
-                  title="Size of the residual stream (L2 norm) at each stage", row_title="token",
-                  col_title="stage", value_name="L2 norm", signed=False, text=len(stages) <= 12,
+                  title="Size of the residual stream at each stage", row_title="token",
+                  col_title="stage", value_name="size", signed=False, text=len(stages) <= 12,
                   presenter=view.presenter, height=max(300, 26 * len(view.tokens) + 150))
     names = np.array([name for name, _ in stages], dtype=object)
     hover_rows = np.array([safe(t) for t in labels(view.tokens)], dtype=object)
     custom = np.dstack([np.repeat(hover_rows[:, None], len(stages), 1), np.repeat(names[None, :], len(view.tokens), 0)])
-    fig.update_traces(customdata=custom, hovertemplate="token %{customdata[0]}<br>%{customdata[1]}"
-                                                       "<br>L2 norm %{z:.4f}<extra></extra>")
+    fig.update_traces(customdata=custom, hovertemplate="token %{customdata[0]}<br>trace name: %{customdata[1]}"
+                                                       "<br>size of the vector (L2 norm) %{z:.4f}<extra></extra>")
     return fig
 
 
@@ -94,10 +94,10 @@ def stream_norms_figure(view: View) -> go.Figure:
 # --------------------------------------------------------------------------------------------------
 
 CONTRIBUTIONS = [  # (trace name suffix, legend, colour)
-    ("resid_pre", "stream entering the layer (resid_pre)", "#BBBBBB"),
-    ("attn.out", "attention adds (attn.out)", "#4477AA"),
-    ("resid_mid", "stream after attention (resid_mid)", "#888888"),
-    ("mlp.out", "FFN adds (mlp.out)", "#EE6677"),
+    ("resid_pre", "stream entering the layer", "#BBBBBB"),
+    ("attn.out", "attention adds", "#4477AA"),
+    ("resid_mid", "stream after attention", "#888888"),
+    ("mlp.out", "feed-forward adds", "#EE6677"),
 ]
 
 
@@ -114,10 +114,11 @@ def contributions_figure(view: View, layer: int) -> go.Figure:
     table = contributions(view, layer)
     x = [safe(t) for t in labels(view.tokens)]
     fig = go.Figure([go.Bar(name=legend, x=x, y=table[suffix], marker_color=colour,
-                            hovertemplate="%{x}<br>" + suffix + ": %{y:.4f}<extra></extra>")
+                            hovertemplate=f"%{{x}}<br>{legend}: size %{{y:.4f}}<br>trace name: "
+                                          f"blocks.{layer}.{suffix}<extra></extra>")
                      for suffix, legend, colour in CONTRIBUTIONS])
-    fig.update_layout(title=f"What layer {layer} adds to the stream (L2 norms)", barmode="group",
-                      xaxis_title="token", yaxis_title="L2 norm",
+    fig.update_layout(title=f"What layer {layer} adds to the stream (sizes of the vectors)", barmode="group",
+                      xaxis_title="token", yaxis_title="size of the vector",
                       legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
     style(fig, view.presenter, 420)
     return fig.update_layout(margin=dict(t=130 if view.presenter else 95))     # room for the legend above
@@ -226,14 +227,15 @@ def norm_scatter_figure(view: View, m: NormMath, step: NormStep, token: int) -> 
     fig = go.Figure([
         go.Scatter(x=m.x, y=m.z, mode="markers", name="normalized, before gain and bias",
                    marker=dict(color="#4477AA", size=7), customdata=dims,
-                   hovertemplate="dimension %{customdata}<br>input %{x:.4f}<br>normalized %{y:.4f}<extra></extra>"),
+                   hovertemplate=f"dimension %{{customdata}}<br>input ({step.x_name}) %{{x:.4f}}<br>normalized "
+                                 "%{y:.4f}<extra></extra>"),
         go.Scatter(x=m.x, y=m.traced, mode="markers", name="output, after the learned gain and bias",
                    marker=dict(color="#EE6677", size=7, symbol="diamond"), customdata=dims,
                    hovertemplate="dimension %{customdata}<br>input %{x:.4f}<br>output %{y:.4f}<extra></extra>"),
     ])
-    fig.update_layout(title=f"Before and after {NORM_NAMES[m.kind]}: token {token} {safe(view.tokens[token])}, "
+    fig.update_layout(title=f"Before and after {NORM_NAMES[m.kind]}: token {token} {token_label(view.tokens[token])}, "
                             f"{step.label}",
-                      xaxis_title=f"input value ({step.x_name})", yaxis_title="value after the norm",
+                      xaxis_title="value going into the norm", yaxis_title="value after the norm",
                       legend=dict(orientation="h", y=-0.25))
     return style(fig, view.presenter, 420)
 
@@ -309,23 +311,27 @@ def block_layout(view: View) -> list[Box]:
     T, D = view.trace["embed.out"].shape[1:]
     shape = f"{T} × {D}"
     norm = NORM_NAMES[cfg.norm]
-    stream = [Box("x", f"resid_pre<br>{shape}", 0.7, 1)]
+    stream = [Box("x", f"stream in<br>{shape}", 0.7, 1)]
     if cfg.norm == "none":
         return stream + [Box("attn", "attention", 2.6, 0), Box("add1", "+", 4.2, 1),
-                         Box("mid", f"resid_mid<br>{shape}", 5.5, 1), Box("ffn", "FFN", 7.4, 0),
-                         Box("add2", "+", 9.0, 1), Box("out", f"resid_post<br>{shape}", 10.3, 1)]
+                         Box("mid", f"after attention<br>{shape}", 5.5, 1), Box("ffn", "feed-forward", 7.4, 0),
+                         Box("add2", "+", 9.0, 1), Box("out", f"stream out<br>{shape}", 10.3, 1)]
     if cfg.norm_position == "pre":
         return stream + [Box("n1", f"{norm}<br>norm1", 2.45, 0), Box("attn", "attention", 3.75, 0),
-                         Box("add1", "+", 5.0, 1), Box("mid", f"resid_mid<br>{shape}", 6.15, 1),
-                         Box("n2", f"{norm}<br>norm2", 7.9, 0), Box("ffn", "FFN", 9.2, 0),
-                         Box("add2", "+", 10.4, 1), Box("out", f"resid_post<br>{shape}", 11.55, 1)]
+                         Box("add1", "+", 5.0, 1), Box("mid", f"after attention<br>{shape}", 6.15, 1),
+                         Box("n2", f"{norm}<br>norm2", 7.9, 0), Box("ffn", "feed-forward", 9.2, 0),
+                         Box("add2", "+", 10.4, 1), Box("out", f"stream out<br>{shape}", 11.55, 1)]
     return stream + [Box("attn", "attention", 2.45, 0), Box("add1", "+", 3.6, 1),
-                     Box("n1", f"{norm}<br>norm1", 4.75, 1), Box("mid", f"resid_mid<br>{shape}", 6.1, 1),
-                     Box("ffn", "FFN", 7.85, 0), Box("add2", "+", 9.0, 1), Box("n2", f"{norm}<br>norm2", 10.15, 1),
-                     Box("out", f"resid_post<br>{shape}", 11.5, 1)]
+                     Box("n1", f"{norm}<br>norm1", 4.75, 1), Box("mid", f"after attention<br>{shape}", 6.1, 1),
+                     Box("ffn", "feed-forward", 7.85, 0), Box("add2", "+", 9.0, 1),
+                     Box("n2", f"{norm}<br>norm2", 10.15, 1),
+                     Box("out", f"stream out<br>{shape}", 11.5, 1)]
 
 
 BOX_W, BOX_H, PLUS_PX = 1.2, 0.44, 26
+BOX_TRACE = {"x": "<br>trace name: blocks.{layer}.resid_pre", "mid": "<br>trace name: blocks.{layer}.resid_mid",
+             "out": "<br>trace name: blocks.{layer}.resid_post", "attn": "<br>trace name: blocks.{layer}.attn.out",
+             "ffn": "<br>trace name: blocks.{layer}.mlp.out"}
 STREAM_BLUE, NORM_FILL, NORM_EDGE = "#4477AA", "#FFD166", "#B8860B"
 
 
@@ -387,7 +393,9 @@ def block_figure(view: View, layer: int) -> go.Figure:
                    hovertemplate="+ : the sublayer's result is added to the stream<extra></extra>"),
         # invisible markers so hovering a box says what it is
         go.Scatter(x=[b.x for b in others], y=[b.y for b in others], mode="markers", showlegend=False,
-                   marker=dict(size=30, opacity=0), customdata=[b.label.replace("<br>", ": ") for b in others],
+                   marker=dict(size=30, opacity=0),
+                   customdata=[b.label.replace("<br>", ": ") + BOX_TRACE.get(b.key, "").format(layer=layer)
+                               for b in others],
                    hovertemplate="%{customdata}<extra></extra>"),
     ]
     where = "no normalization" if cfg.norm == "none" else f"{cfg.norm_position}-norm, {NORM_NAMES[cfg.norm]}"
@@ -441,9 +449,10 @@ def lens_figure(view: View, lens: Lens) -> go.Figure:
                   title="Logit lens: the top next-token guess read from the stream after each stage",
                   row_title="reading position", col_title="stage", value_name="probability", signed=False,
                   zmin=0.0, zmax=1.0, presenter=view.presenter, height=max(300, 28 * T + 150))
-    short = [[safe(w if len(w) <= 12 else w[:11] + "…") for w in row] for row in words]
+    short = [[token_label(w if len(w) <= 12 else w[:11] + "…") for w in row] for row in words]
     custom = np.dstack([np.repeat(np.array([safe(t) for t in labels(view.tokens)], dtype=object)[:, None], S, 1),
-                        np.repeat(np.array([safe(n) for n, _ in lens.stages], dtype=object)[None, :], T, 0),
+                        np.repeat(np.array([f"{label} (trace name: {n})" for n, label in lens.stages],
+                                           dtype=object)[None, :], T, 0),
                         np.vectorize(safe, otypes=[object])(words)])
     fig.update_traces(text=short, texttemplate="%{text}", customdata=custom,
                       textfont=dict(size=18 if view.presenter else 13),

@@ -97,8 +97,9 @@ if lens.open:
         st.subheader("The logit lens: what would the model guess at each stage?")
         with_mid = True
         if not v.presenter:
-            with_mid = st.toggle("Also read the stream after attention (resid_mid)", value=True,
-                                 key="residual_lens_mid")
+            with_mid = st.toggle("Also read the stream after attention", value=True, key="residual_lens_mid",
+                                 help="Trace name: blocks.i.resid_mid, the stream between attention and the "
+                                      "feed-forward layer.")
         readings = logit_lens(v, with_mid)
         chart(lens_figure(v, readings))
         st.markdown(lens_in_words(v, readings))

@@ -8,6 +8,7 @@ from conftest import (APP, assert_each_section_draws_only_its_charts, decode, fi
                       page_text, show_section, type_text)
 from explorer import residual as rs
 from explorer.layout import quote
+from explorer.plot import visible
 from explorer.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
@@ -46,7 +47,7 @@ def diagram_boxes(at: AppTest) -> dict[str, float]:
     figure = figure_titled(at, "of this model is wired")
     return {a["text"].replace("<b>", "").replace("</b>", ""): a["y"]
             for a in figure["layout"]["annotations"] if a.get("text") and "<br>" in a["text"] or
-            a.get("text") in ("attention", "FFN")}
+            a.get("text") in ("attention", "feed-forward")}
 
 
 def open_with_model(bundle: Bundle, text: str, **query) -> AppTest:
@@ -74,11 +75,14 @@ def test_stream_size_and_what_each_sublayer_adds_are_the_real_norms():
     _, trace = tinytales_trace()
     text = page_text(at)
     assert "shared notebook" in text and "standard scale" in text
-    sizes = figure_titled(show(at, "Stream size"), "Size of the residual stream (L2 norm)")
+    sizes = figure_titled(show(at, "Stream size"), "Size of the residual stream at each stage")
     expected = np.stack([trace[name][0].norm(dim=-1).numpy() for name in STAGES], axis=1)     # (T, S)
     np.testing.assert_allclose(decode(sizes["data"][0]["z"]), expected, rtol=1e-6)
-    assert list(sizes["layout"]["xaxis"]["ticktext"]) == ["embed.out", "L0 + attention", "L0 + FFN",
-                                                          "L1 + attention", "L1 + FFN"]
+    assert list(sizes["layout"]["xaxis"]["ticktext"]) == ["token + position", "layer 0: after attention",
+                                                          "layer 0: after feed-forward", "layer 1: after attention",
+                                                          "layer 1: after feed-forward"]      # plain words
+    hover = np.asarray(sizes["data"][0]["customdata"])
+    assert list(hover[0, :, 1]) == STAGES                                   # the trace names on hover
     bars = figure_titled(show(at, "What a layer adds"), "What layer 1 adds to the stream")["data"]
     for bar, name in zip(bars, ["resid_pre", "attn.out", "resid_mid", "mlp.out"]):
         np.testing.assert_allclose(decode(bar["y"]), trace[f"blocks.1.{name}"][0].norm(dim=-1).numpy(), rtol=1e-6)
@@ -89,9 +93,9 @@ def test_the_diagram_shows_this_models_pre_norm_wiring():
     at = open_page("residual")
     assert "wired: pre-norm, LayerNorm" in figure_titled(at, "of this model is wired")["layout"]["title"]["text"]
     # pre-norm: the norms sit on the sublayers' branches, the stream itself is never normalized
-    assert diagram_boxes(at) == {"resid_pre<br>10 × 64": 1, "LayerNorm<br>norm1": 0, "attention": 0,
-                                 "resid_mid<br>10 × 64": 1, "LayerNorm<br>norm2": 0, "FFN": 0,
-                                 "resid_post<br>10 × 64": 1}
+    assert diagram_boxes(at) == {"stream in<br>10 × 64": 1, "LayerNorm<br>norm1": 0, "attention": 0,
+                                 "after attention<br>10 × 64": 1, "LayerNorm<br>norm2": 0, "feed-forward": 0,
+                                 "stream out<br>10 × 64": 1}
     assert "This model is **pre-norm**" in page_text(at)
 
 
@@ -134,7 +138,10 @@ def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
     np.testing.assert_allclose(probs[-1], real.max(-1).values.numpy(), rtol=1e-5)
     vocab = bundle.tokenizer.vocab
     assert [row[-1][2] for row in data["customdata"]] == [vocab[i] for i in real.argmax(-1).tolist()]
-    assert [row[-1] for row in data["text"]] == [vocab[i] for i in real.argmax(-1).tolist()]
+    guesses = [vocab[i] for i in real.argmax(-1).tolist()]
+    assert [row[-1] for row in data["text"]] == [visible(w) for w in guesses]   # "." shown as ⟨.⟩
+    assert "." in guesses and "⟨.⟩" in [row[-1] for row in data["text"]]
+    assert [row[-1][1] for row in data["customdata"]][0] == "layer 1: after feed-forward (trace name: blocks.1.resid_post)"
     # an early stage, through the model's own final norm and unembedding
     m = bundle.model
     with torch.no_grad():
@@ -159,7 +166,7 @@ def test_a_post_norm_rms_model_shows_its_own_wiring_and_norms():
     assert not at.exception, at.exception
     boxes = diagram_boxes(at)
     assert boxes["RMSNorm<br>norm1"] == boxes["RMSNorm<br>norm2"] == 1      # post-norm: on the stream itself
-    assert boxes["attention"] == boxes["FFN"] == 0 and "resid_mid<br>4 × 16" in boxes
+    assert boxes["attention"] == boxes["feed-forward"] == 0 and "after attention<br>4 × 16" in boxes
     assert "post-norm" in page_text(at)
     show(at, "Normalization")
     assert [o for o in at.radio(key="residual_norm").options] == ["norm1, after attention is added",
@@ -181,8 +188,8 @@ def test_a_model_without_normalization_says_so():
     boxes = set(diagram_boxes(at))
     text = page_text(show(at, "Normalization"))
     assert "no normalization layers" in text and "nothing to work out" in text
-    assert boxes == {"resid_pre<br>3 × 16", "attention", "resid_mid<br>3 × 16", "FFN",
-                                      "resid_post<br>3 × 16"}
+    assert boxes == {"stream in<br>3 × 16", "attention", "after attention<br>3 × 16", "feed-forward",
+                     "stream out<br>3 × 16"}
 
 
 def test_strange_tokens_stay_text_and_the_lens_covers_the_whole_context():
