@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import torch
 
 from .layout import quote
-from .plot import as_numpy, heatmap, labels, safe, style
+from .plot import as_numpy, heatmap, labels, style, token_label
 from .state import View
 from .whatif import describe
 
@@ -86,7 +86,7 @@ def stages(view: View, layer: int) -> list[Stage]:
     """The four values of one feed-forward pass with their real shapes (read from the trace)."""
     trace, n = view.trace, _block(layer)
     act = activation_name(view)
-    what = {"in": "input", "pre": "expanded", "post": f"{act} applied", "out": "contracted"}
+    what = {"in": "input", "pre": f"before {act}", "post": f"after {act}", "out": "output"}
     return [Stage(f"mlp.{k}", *trace[f"{n}.{k}"].shape[1:], what[k]) for k in ("in", "pre", "post", "out")]
 
 
@@ -105,9 +105,10 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
         fill = "#4477AA" if s.cols == cfg.d_model else "#EE6677"
         shapes.append(dict(type="rect", x0=x0, x1=x0 + box, y0=-half, y1=half, line=dict(color=fill, width=2),
                            fillcolor=fill, opacity=0.35))
-        notes.append(dict(x=x0 + box / 2, y=0, text=f"<b>{s.name}</b><br>{s.rows} × {s.cols}", showarrow=False,
+        notes.append(dict(x=x0 + box / 2, y=0, text=f"<b>{s.what}</b><br>{s.rows} × {s.cols}", showarrow=False,
                           font=dict(color="#222222")))
-        notes.append(dict(x=x0 + box / 2, y=-0.62, text=s.what, showarrow=False))
+        notes.append(dict(x=x0 + box / 2, y=-0.62, text=f"trace name: {s.name}", showarrow=False,
+                          font=dict(color="#777777", size=15 if view.presenter else 11)))
         if i < len(arrows):
             notes.append(dict(x=x0 + box + gap - 0.05, y=0, ax=x0 + box + 0.05, ay=0, xref="x", yref="y",
                               axref="x", ayref="y", showarrow=True, arrowhead=2, arrowwidth=2, text=""))
@@ -116,8 +117,8 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
     hover = go.Scatter(
         x=[i * (box + gap) + box / 2 for i in range(len(parts))], y=[0] * len(parts), mode="markers",
         marker=dict(size=40, opacity=0), customdata=[[s.name, s.rows, s.cols, s.what] for s in parts],
-        hovertemplate="%{customdata[0]}: %{customdata[1]} tokens × %{customdata[2]} numbers"
-                      "<br>%{customdata[3]}<extra></extra>", showlegend=False)
+        hovertemplate="%{customdata[3]}: %{customdata[1]} tokens × %{customdata[2]} numbers"
+                      "<br>trace name: %{customdata[0]}<extra></extra>", showlegend=False)
     fig = go.Figure(hover, layout=dict(
         title=f"Expand, activate, contract: layer {layer} with this sentence's shapes", shapes=shapes,
         annotations=notes, plot_bgcolor="rgba(0,0,0,0)",
@@ -141,7 +142,8 @@ def activations_figure(view: View, layer: int) -> go.Figure:
     F = post.shape[1]
     shown = min(F, MAX_NEURONS_SHOWN)
     relu = view.bundle.model.cfg.activation == "relu"
-    title = f"Neuron activations (mlp.post), layer {layer}: {len(view.tokens)} tokens × {F} neurons"
+    title = (f"Neuron activations after {activation_name(view)}, layer {layer}: {len(view.tokens)} tokens × "
+             f"{F} neurons")
     if shown < F:
         title += f" (first {shown} shown)"
     fig = heatmap(post[:, :shown], labels(view.tokens), [str(j) for j in range(shown)], title=title,
@@ -179,14 +181,15 @@ def top_neurons(view: View, layer: int, token: int, k: int = TOP_K) -> pd.DataFr
 def top_neurons_figure(view: View, layer: int, token: int, table: pd.DataFrame) -> go.Figure:
     """Bars: the token's strongest neurons with their real activations."""
     names = [f"n{j}" for j in table["neuron"]]
-    also = ["<br>".join(safe(s) for s in a[:6]) + (" …" if len(a) > 6 else "") if a else "no other token"
+    also = ["<br>".join(token_label(s) for s in a[:6]) + (" …" if len(a) > 6 else "") if a else "no other token"
             for a in table["also fires on"]]
     fig = go.Figure(go.Bar(
         x=names, y=table["activation"], marker_color="#EE6677", customdata=also,
         text=[f"{a:.2f}" for a in table["activation"]], textposition="outside",
         hovertemplate="neuron %{x}<br>activation %{y:.4f}<br><b>also fires on</b><br>%{customdata}<extra></extra>"))
-    fig.update_layout(title=f"Strongest neurons for token {token} {safe(view.tokens[token])} (layer {layer})",
-                      xaxis_title="neuron", yaxis_title="activation (mlp.post)")
+    fig.update_layout(title=f"Strongest neurons for token {token} {token_label(view.tokens[token])} "
+                            f"(layer {layer})",
+                      xaxis_title="neuron", yaxis_title=f"activation (after {activation_name(view)})")
     top = float(table["activation"].max()) if len(table) else 1.0
     fig.update_yaxes(range=[min(0.0, float(table["activation"].min()) * 1.2), max(top, 1e-6) * 1.2])
     return style(fig, view.presenter, 360)
@@ -249,12 +252,12 @@ def histogram_figure(view: View, layer: int) -> go.Figure:
     act = activation_name(view)
     ranges = [[float(a), float(b)] for a, b in zip(edges[:-1], edges[1:])]
     fig = go.Figure([
-        go.Bar(x=centres, y=pre, width=width, name=f"before {act} (mlp.pre)", marker_color="#4477AA",
+        go.Bar(x=centres, y=pre, width=width, name=f"before {act}", marker_color="#4477AA",
                opacity=0.6, customdata=ranges,
-               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>mlp.pre</extra>"),
-        go.Bar(x=centres, y=post, width=width, name=f"after {act} (mlp.post)", marker_color="#EE6677",
+               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>trace name: mlp.pre</extra>"),
+        go.Bar(x=centres, y=post, width=width, name=f"after {act}", marker_color="#EE6677",
                opacity=0.6, customdata=ranges,
-               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>mlp.post</extra>"),
+               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>trace name: mlp.post</extra>"),
     ])
     fig.update_layout(title=f"Neuron values before and after {act}, layer {layer}", barmode="overlay",
                       xaxis_title="value", yaxis_title="how many (token, neuron) pairs",

@@ -60,15 +60,15 @@ def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatma
     [shapes] = plotly_figures(at)                  # only the open section is drawn: the first
     assert shapes["layout"]["title"]["text"].startswith("Expand, activate, contract: layer 1")
     notes = " ".join(a["text"] for a in shapes["layout"]["annotations"])
-    for name, shape in [("mlp.in", "10 × 64"), ("mlp.pre", "10 × 256"), ("mlp.post", "10 × 256"),
-                        ("mlp.out", "10 × 64")]:
-        assert f"<b>{name}</b><br>{shape}" in notes
+    for what, name, shape in [("input", "mlp.in", "10 × 64"), ("before GELU", "mlp.pre", "10 × 256"),
+                              ("after GELU", "mlp.post", "10 × 256"), ("output", "mlp.out", "10 × 64")]:
+        assert f"<b>{what}</b><br>{shape}" in notes and f"trace name: {name}" in notes   # plain words, code aside
     assert "W_in<br>64 → 256" in notes and "GELU" in notes and "W_out<br>256 → 64" in notes
 
     show(at, "Which neurons fire")
     assert not at.exception and len(plotly_figures(at)) == 1
     text = page_text(at)
-    heat = figure_titled(at, "Neuron activations (mlp.post), layer 1")
+    heat = figure_titled(at, "Neuron activations after GELU, layer 1")
     z = decode(heat["data"][0]["z"])
     np.testing.assert_allclose(z, trace["blocks.1.mlp.post"][0].numpy(), rtol=1e-6, atol=1e-6)
     assert heat["data"][0]["zmid"] == 0                  # GELU can be negative: a diverging scale
