@@ -137,9 +137,9 @@ class Trainer:
             raise ValueError(f"n must be at least 1, got {n}")
         if self.divergence:
             raise RuntimeError(f"this run diverged at step {self.divergence.step}; start a new one")
-        start, total_loss, total_acc, taken = time.perf_counter(), 0.0, 0.0, 0
+        start, total_loss, total_acc, taken, norms = time.perf_counter(), 0.0, 0.0, 0, None
         cfg = self.cfg
-        for _ in range(n):
+        for i in range(n):
             lr = cfg.lr_at(self.steps_done + 1)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -153,7 +153,8 @@ class Trainer:
                 break
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            norms = self.grad_norms()  # before clipping, so the gradient flow view shows the real sizes
+            if i == n - 1:
+                norms = self.grad_norms()  # before clipping, so the gradient flow view shows the real sizes
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             self.optimizer.step()
@@ -165,6 +166,8 @@ class Trainer:
             self.divergence = Divergence(self.steps_done, value, "weights not finite", self.loss_limit)
         if not taken:
             return None
+        if norms is None:        # diverged within the call: the last step taken's gradients (after any clipping)
+            norms = self.grad_norms()
         elapsed = time.perf_counter() - start
         metrics = StepMetrics(step=self.steps_done, loss=total_loss / taken, accuracy=total_acc / taken,
                               lr=cfg.lr_at(self.steps_done),
