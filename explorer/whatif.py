@@ -15,7 +15,7 @@ from model.checkpoint import BUNDLED
 from model.config import ModelConfig
 from model.transformer import Trace
 
-from .plot import safe, style
+from .plot import style, token_label
 from .state import View, get_bundle
 
 Experiment = tuple
@@ -84,7 +84,7 @@ def next_token_change(view: View, before: Trace, after: Trace, k: int = 6, posit
 
 def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool = False) -> go.Figure:
     """Grouped bars: next-token probabilities as the model is, and with the experiment applied."""
-    tokens = [safe(t) for t in table["token"]]
+    tokens = [token_label(t) for t in table["token"]]
     fig = go.Figure([
         go.Bar(name="the model as it is", x=tokens, y=table["before"], marker_color="#4477AA",
                hovertemplate="%{x}: %{y:.4f}<extra>as it is</extra>"),

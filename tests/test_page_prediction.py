@@ -10,6 +10,7 @@ import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
 from explorer import prediction as pred
+from explorer.plot import token_label
 from explorer.state import DEFAULT_SENTENCE
 from model.checkpoint import load_bundled
 from model.config import ModelConfig
@@ -23,16 +24,21 @@ LOGITS = TINY.model.run(IDS)["logits"][0]                     # (10, 133)
 VOCAB = TINY.tokenizer.vocab
 
 
+BARS = ("probability at temperature", "what sampling draws from", "at temperature 1 (before the change)")
+
+
 def bars(at, which=0) -> tuple[list[str], np.ndarray]:
+    """The probability chart's bars: 0 at the chosen temperature, 1 after the cut, 2 the T=1 outline."""
     figure = figure_titled(at, "Next-token probabilities after")
-    trace = figure["data"][which]
+    (trace,) = [t for t in figure["data"] if t["name"].startswith(BARS[which])]
     return list(decode(trace["x"])), decode(trace["y"]).astype(float)
 
 
 def expected_top(logits, n=pred.TOP_BARS, **settings):
+    """The likeliest tokens as the bars label them (punctuation made visible: "." is ⟨.⟩) and their probabilities."""
     probs = next_token_probs(logits, **settings)
     order = logits.argsort(descending=True, stable=True)[:n].tolist()
-    return [VOCAB[i] for i in order], probs[order].numpy()
+    return [token_label(VOCAB[i]) for i in order], probs[order].numpy()
 
 
 @pytest.fixture
@@ -58,7 +64,8 @@ def test_bars_show_the_models_real_next_token_probabilities_and_scores():
     assert "“tired” (position 9)" in figure_titled(at, "Next-token probabilities")["layout"]["title"]["text"]
     tokens, probs = bars(at)
     want_tokens, want_probs = expected_top(LOGITS[-1])
-    assert tokens == want_tokens and tokens[0] == "."
+    assert tokens == want_tokens and tokens[0] == "⟨.⟩"                     # "." made visible
+    assert not [t for t in figure_titled(at, "Next-token probabilities")["data"] if t["name"].startswith(BARS[2])]
     np.testing.assert_allclose(probs, want_probs, rtol=1e-5, atol=1e-7)
     _, drawn = bars(at, which=1)                               # nothing cut: sampling draws from the same
     np.testing.assert_allclose(drawn, want_probs, rtol=1e-5, atol=1e-7)
@@ -80,6 +87,11 @@ def test_sliders_reshape_the_cached_logits_without_running_the_model(model_calls
     assert tokens == want_tokens
     np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-7)
     assert "temperature 2.5" in json.dumps(figure_titled(at, "Next-token probabilities"))
+    outline_tokens, outline = bars(at, which=2)                       # T=1 beside it, as an outline
+    assert outline_tokens == want_tokens
+    np.testing.assert_allclose(outline, torch.softmax(LOGITS[-1].double(), -1)[
+        LOGITS[-1].argsort(descending=True, stable=True)[:pred.TOP_BARS]].numpy(), rtol=1e-5, atol=1e-7)
+    assert outline.max() > want.max()                                  # T=2.5 flattens: the favourite drops
     at.slider(key="prediction_top_k").set_value(5).run()
     at.slider(key="prediction_top_p").set_value(0.5).run()
     at.selectbox(key="token").set_value(3).run()

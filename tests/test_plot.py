@@ -1,0 +1,58 @@
+"""Shared figure helpers: visible token labels, and every step page's chart downloads at presentation size."""
+import json
+
+import pytest
+
+from conftest import open_page, show_section
+from explorer.plot import labels, token_label, visible
+from explorer.steps import STEPS
+
+
+@pytest.mark.parametrize("token, shown", [(".", "⟨.⟩"), (",", "⟨,⟩"), ("!?", "⟨!?⟩"), (" ", "␣"), ("  ", "␣␣"),
+                                          ("\n", "↵"), ("\t", "⇥"), ("", "⟨⟩"), ("the", "the"),
+                                          ("<unk>", "<unk>"), ("a.b", "a.b"), ("don't", "don't")])
+def test_punctuation_and_whitespace_tokens_get_a_visible_glyph(token, shown):
+    assert visible(token) == shown
+
+
+def test_labels_and_bar_labels_use_the_glyph_and_stay_escaped():
+    assert labels(["the", ".", " ", "cat"]) == ["0 the", "1 ⟨.⟩", "2 ␣", "3 cat"]
+    assert token_label("<") == "⟨&lt;⟩" and token_label("<b>") == "&lt;b&gt;"        # shown, never interpreted
+    assert token_label("<unk>") == "&lt;unk&gt;"
+
+
+def chart_configs(at) -> list[dict]:
+    return [json.loads(chart.proto.config) for chart in at.get("plotly_chart")]
+
+
+CHART_PAGES = [s.slug for s in STEPS if s.slug != "home"]
+
+
+@pytest.mark.parametrize("slug", CHART_PAGES)
+def test_every_chart_offers_a_presentation_size_download(slug):
+    at = open_page(slug, presenter=1)
+    assert not at.exception
+    configs = chart_configs(at)
+    assert configs, f"{slug} drew no chart"
+    for config in configs:
+        assert config["displayModeBar"] is True and config["displaylogo"] is False
+        image = config["toImageButtonOptions"]
+        assert image["format"] == "png" and image["width"] == 1920 and image["height"] >= 1080
+        assert image["scale"] == 1 and image["filename"] == f"transformer-explorer-{slug}"
+
+
+def test_the_sidebar_switches_downloads_to_svg_and_the_choice_survives_other_pages():
+    at = open_page("attention")
+    picker = at.segmented_control(key="figure_format")
+    assert picker.label == "Figures download as" and picker.value == "PNG"
+    picker.set_value("SVG").run()                      # a click on SVG
+    assert {c["toImageButtonOptions"]["format"] for c in chart_configs(at)} == {"svg"}
+    at.switch_page("pages/home.py").run()              # a page without charts or the picker
+    at.switch_page("pages/prediction.py").run()
+    assert {c["toImageButtonOptions"]["format"] for c in chart_configs(at)} == {"svg"}
+
+
+def test_a_tall_figure_keeps_its_proportions_in_the_download():
+    at = show_section(open_page("attention", presenter=1), "attention", "Every head")
+    (config,) = chart_configs(at)
+    assert config["toImageButtonOptions"]["height"] > 1080
