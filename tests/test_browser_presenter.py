@@ -1,0 +1,97 @@
+"""Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
+figures use the content width, no tab or link label is cut off, and the camera button downloads a figure."""
+import pytest
+from playwright.sync_api import expect
+
+from browser_support import open_view
+from test_browser import rendered_plots
+
+TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
+SCREENS = [(1366, 768), (1920, 1080)]
+
+# Labels a visitor must read whole: tabs, page links (the step buttons and the sidebar's pages), buttons.
+# A label is clipped when its text is wider than its box, or its box sticks out of the tab row or the window.
+_CLIPPED = """() => {
+  const out = [];
+  const width = document.documentElement.clientWidth;
+  const check = (el, within) => {
+    const text = el.innerText.trim();
+    if (!text || el.offsetParent === null) return;          // not shown
+    const r = el.getBoundingClientRect(), w = within ? within.getBoundingClientRect() : null;
+    const inner = [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1
+        && getComputedStyle(e).overflowX !== 'visible');
+    const ellipsis = [el, ...el.querySelectorAll('*')].some(e => getComputedStyle(e).textOverflow === 'ellipsis'
+        && e.scrollWidth > e.clientWidth + 1);
+    const outside = r.right > width + 1 || (w && (r.left < w.left - 1 || r.right > w.right + 1
+        || r.top < w.top - 1 || r.bottom > w.bottom + 1));
+    if (inner || ellipsis || outside) out.push(text);
+  };
+  document.querySelectorAll('[role=tablist]').forEach(list =>
+      list.querySelectorAll('[role=tab]').forEach(t => check(t, list)));
+  document.querySelectorAll('[data-testid=stPageLink-NavLink], [data-testid=stSidebarNavLink], '
+      + '[data-testid=stMain] button, [data-testid=stPopoverButton]').forEach(e => check(e, null));
+  return out;
+}"""
+
+
+def labels_clipped(page) -> list[str]:
+    return page.evaluate(_CLIPPED)
+
+
+@pytest.mark.parametrize("width, height", SCREENS)
+def test_the_attention_pattern_spans_the_content_width_and_starts_on_the_first_screen(tab, app_url, width, height):
+    tab.set_viewport_size({"width": width, "height": height})
+    open_view(tab, app_url, "attention", presenter=1, section="Who looks at whom")
+    assert rendered_plots(tab) == 2
+    pattern = tab.locator("[data-testid=stPlotlyChart]").filter(has=tab.locator(".gtitle", has_text="Attention pattern"))
+    content = tab.evaluate("""() => { const m = document.querySelector('[data-testid=stMainBlockContainer]');
+        const s = getComputedStyle(m); return m.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }""")
+    box = pattern.bounding_box()
+    assert box["width"] >= 0.8 * content, (box["width"], content)
+    assert box["y"] < height - 150, "the chart should start on the first screen"
+    numbers = tab.locator(".js-plotly-plot .textpoint text").first          # the weights printed in the cells
+    assert numbers.bounding_box()["height"] >= 14, "cell numbers too small to read on a projector"
+
+
+@pytest.mark.parametrize("width, height", SCREENS)
+def test_every_tab_and_link_label_is_whole_in_presenter_mode(tab, app_url, width, height):
+    tab.set_viewport_size({"width": width, "height": height})
+    for slug in TABBED:
+        open_view(tab, app_url, slug, presenter=1)
+        expect(tab.locator("[data-testid=stPageLink-NavLink]")).to_have_count(2)      # the page ran to its end
+        assert rendered_plots(tab) > 0 and tab.locator("[role=tab]").count() >= 4, slug
+        assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug   # no scroll arrow
+        assert labels_clipped(tab) == [], slug
+
+
+def test_every_tab_and_link_label_is_whole_in_normal_mode(tab, app_url):
+    tab.set_viewport_size({"width": 1366, "height": 768})
+    for slug in TABBED:
+        open_view(tab, app_url, slug)
+        expect(tab.locator("[data-testid=stPageLink-NavLink]")).to_have_count(2)
+        assert rendered_plots(tab) > 0, slug
+        assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug
+        assert labels_clipped(tab) == [], slug
+
+
+def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_url):
+    tab.set_viewport_size({"width": 1366, "height": 768})
+    open_view(tab, app_url, "attention", presenter=1, section="Who looks at whom")
+    rendered_plots(tab)
+    chart = tab.locator(".js-plotly-plot").first
+    chart.hover()
+    with tab.expect_download() as png:
+        chart.locator(".modebar-btn[data-title='Download plot as a PNG']").click()
+    assert png.value.suggested_filename == "transformer-explorer-attention.png"
+    data = open(png.value.path(), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1920   # PNG width
+    tab.locator("[data-testid=stSidebar]").get_by_text("SVG", exact=True).click()
+    tab.wait_for_selector("[data-test-script-state='notRunning']")
+    chart = tab.locator(".js-plotly-plot").first
+    expect(chart.locator(".modebar-btn[data-title='Download plot']")).to_have_count(1)   # plotly names no format but PNG
+    chart.hover()
+    with tab.expect_download() as svg:
+        chart.locator(".modebar-btn[data-title='Download plot']").click()
+    assert svg.value.suggested_filename == "transformer-explorer-attention.svg"
+    text = open(svg.value.path(), encoding="utf-8").read()
+    assert text.startswith("<svg") and 'width="1920"' in text[:600] and "Attention pattern" in text
