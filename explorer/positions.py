@@ -464,7 +464,8 @@ def order_figure(comparison: OrderComparison, presenter: bool = False) -> go.Fig
     words = comparison.words
     if words.empty:
         return None
-    x = [f"{token_label(w)} ({a}↔{b})" for w, a, b in zip(words["word"], words["position in A"], words["position in B"])]
+    x = [f"{token_label(w)} ({a}↔{b})"
+         for w, a, b in zip(words["word"], words["position in A"], words["position in B"])]
     colours = ["#4477AA", "#EE6677", "#228833"]
     few = len(words) <= (4 if presenter else 8)
     data = [go.Bar(name=name, x=x, y=words[name], marker_color=colour,

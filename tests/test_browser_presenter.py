@@ -43,9 +43,11 @@ def test_the_attention_pattern_spans_the_content_width_and_starts_on_the_first_s
     tab.set_viewport_size({"width": width, "height": height})
     open_view(tab, app_url, "attention", presenter=1, section="Who looks at whom")
     assert rendered_plots(tab) == 2
-    pattern = tab.locator("[data-testid=stPlotlyChart]").filter(has=tab.locator(".gtitle", has_text="Attention pattern"))
+    pattern = tab.locator("[data-testid=stPlotlyChart]").filter(
+        has=tab.locator(".gtitle", has_text="Attention pattern"))
     content = tab.evaluate("""() => { const m = document.querySelector('[data-testid=stMainBlockContainer]');
-        const s = getComputedStyle(m); return m.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }""")
+        const s = getComputedStyle(m);
+        return m.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }""")
     box = pattern.bounding_box()
     assert box["width"] >= 0.8 * content, (box["width"], content)
     assert box["y"] < height - 150, "the chart should start on the first screen"
@@ -88,7 +90,7 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
     tab.locator("[data-testid=stSidebar]").get_by_text("SVG", exact=True).click()
     tab.wait_for_selector("[data-test-script-state='notRunning']")
     chart = tab.locator(".js-plotly-plot").first
-    expect(chart.locator(".modebar-btn[data-title='Download plot']")).to_have_count(1)   # plotly names no format but PNG
+    expect(chart.locator(".modebar-btn[data-title='Download plot']")).to_have_count(1)   # names only PNG
     chart.hover()
     with tab.expect_download() as svg:
         chart.locator(".modebar-btn[data-title='Download plot']").click()

@@ -8,6 +8,7 @@ import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import attention as A
+from explorer.plot import token_label
 from explorer.state import DEFAULT_SENTENCE, View
 from explorer.whatif import edits_for
 from model.checkpoint import Bundle, load_bundled
@@ -201,11 +202,10 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
         after = torch.softmax(model.run(ids, edits=changes, causal=causal)["logits"][0, 6], -1)
         before = torch.softmax(tr["logits"][0, 6], -1)
         figure = figure_titled(at, "Next-token probabilities: before and after")
-        tokens = list(figure["data"][0]["x"])
-        np.testing.assert_allclose(decode(figure["data"][1]["y"]), [float(after[vocab.index(t)]) for t in tokens],
-                                   rtol=1e-5)
-        np.testing.assert_allclose(decode(figure["data"][0]["y"]), [float(before[vocab.index(t)]) for t in tokens],
-                                   rtol=1e-5)
+        shown = {token_label(t): i for i, t in enumerate(vocab)}              # bar labels: "." shows as ⟨.⟩
+        tokens = [shown[t] for t in figure["data"][0]["x"]]
+        np.testing.assert_allclose(decode(figure["data"][1]["y"]), [float(after[i]) for i in tokens], rtol=1e-5)
+        np.testing.assert_allclose(decode(figure["data"][0]["y"]), [float(before[i]) for i in tokens], rtol=1e-5)
         best = vocab[int(after.argmax())]
         text = page_text(at)
         assert f"top guess for the word after “because” is “{vocab[int(before.argmax())]}”" in text
@@ -221,7 +221,8 @@ def test_changing_layer_and_head_redraws_from_the_trace():
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(3).run()
     assert not at.exception
-    np.testing.assert_allclose(np.nan_to_num(z_of(figure_titled(at, "Attention pattern of layer 1 head 3"))),
+    masked_as_zero = np.nan_to_num(z_of(figure_titled(at, "Attention pattern of layer 1 head 3")))
+    np.testing.assert_allclose(masked_as_zero,
                                default_trace()["blocks.1.attn.pattern"][0, 3].numpy(), rtol=1e-6)
     show(at, "What if?")
     assert at.radio(key="attention_whatif").options[0] == "Knock out head 3 of layer 1"

@@ -35,7 +35,7 @@ def bars(at, which=0) -> tuple[list[str], np.ndarray]:
 
 
 def expected_top(logits, n=pred.TOP_BARS, **settings):
-    """The likeliest tokens as the bars label them (punctuation made visible: "." is ⟨.⟩) and their probabilities."""
+    """The likeliest tokens as the bars label them ("." made visible as ⟨.⟩) and their probabilities."""
     probs = next_token_probs(logits, **settings)
     order = logits.argsort(descending=True, stable=True)[:n].tolist()
     return [token_label(VOCAB[i]) for i in order], probs[order].numpy()

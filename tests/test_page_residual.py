@@ -141,7 +141,7 @@ def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
     guesses = [vocab[i] for i in real.argmax(-1).tolist()]
     assert [row[-1] for row in data["text"]] == [visible(w) for w in guesses]   # "." shown as ⟨.⟩
     assert "." in guesses and "⟨.⟩" in [row[-1] for row in data["text"]]
-    assert [row[-1][1] for row in data["customdata"]][0] == "layer 1: after feed-forward (trace name: blocks.1.resid_post)"
+    assert data["customdata"][0][-1][1] == "layer 1: after feed-forward (trace name: blocks.1.resid_post)"
     # an early stage, through the model's own final norm and unembedding
     m = bundle.model
     with torch.no_grad():
