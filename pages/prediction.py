@@ -21,10 +21,14 @@ logits = trace["logits"][0]                                   # (T, V), from the
 n_tokens = logits.shape[0]
 
 # --- the forecast at one position, shaped by the sliders (no model run: the logits are cached) --------
-st.subheader("The forecast for the next token")
-pick, _ = st.columns([2, 3] if v.presenter else [1, 2])
-position = token_picker(v, pick, label="Show what the model predicted after token")
-left, middle, right = st.columns(3)
+if v.presenter:          # compact for a projector: the picker and the three sliders in one row, then the charts
+    pick, left, middle, right = st.columns(4)
+    position = token_picker(v, pick, label="After token")
+else:
+    st.subheader("The forecast for the next token")
+    pick, _ = st.columns([1, 2])
+    position = token_picker(v, pick, label="Show what the model predicted after token")
+    left, middle, right = st.columns(3)
 temperature = left.slider("Temperature", 0.0, 3.0, 1.0, 0.05, key="prediction_temperature",
                           help="Below 1 the favourite gets even more likely; above 1 the long shots catch up. "
                                "0 always takes the favourite.")

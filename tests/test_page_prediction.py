@@ -239,6 +239,8 @@ def test_presenter_mode_keeps_the_sliders_hides_the_seed_and_shows_fewer_larger_
     tokens, _ = bars(at)
     assert len(tokens) == 8
     assert figure_titled(at, "Next-token probabilities")["layout"]["font"]["size"] == 20
+    assert at.selectbox(key="token").label == "After token"            # one compact row above the charts
+    assert not [h for h in at.subheader if h.value == "The forecast for the next token"]
 
 
 @pytest.mark.parametrize("text", [
