@@ -68,7 +68,8 @@ def chart_config(fig=None) -> dict:
     """Plotly's config for every step page's chart: the modebar's camera saves the figure at presentation size
     (1920 pixels wide, at least 1080 high; a taller figure keeps its proportions) in the sidebar's format."""
     height = (fig.layout.height if fig is not None else None) or 0
-    return {"displaylogo": False, "displayModeBar": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    return {"displaylogo": False, "displayModeBar": "hover",        # shown on hover: never over a chart's title
+            "modeBarButtonsToRemove": ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
             "toImageButtonOptions": {
                 "format": FIGURE_FORMATS.get(st.session_state.get(FORMAT_KEY), "png"),
                 "filename": f"transformer-explorer-{st.session_state.get('_page') or 'figure'}",

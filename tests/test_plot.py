@@ -35,7 +35,7 @@ def test_every_chart_offers_a_presentation_size_download(slug):
     configs = chart_configs(at)
     assert configs, f"{slug} drew no chart"
     for config in configs:
-        assert config["displayModeBar"] is True and config["displaylogo"] is False
+        assert config["displayModeBar"] == "hover" and config["displaylogo"] is False
         image = config["toImageButtonOptions"]
         assert image["format"] == "png" and image["width"] == 1920 and image["height"] >= 1080
         assert image["scale"] == 1 and image["filename"] == f"transformer-explorer-{slug}"
