@@ -21,8 +21,12 @@ side_by_side = not v.presenter           # on a projector each figure gets the f
 
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
-    qkv.markdown(A.QKV_TEXT.format(K=cfg.d_head))
+    text = A.QKV_TEXT.format(K=cfg.d_head)
+    if not v.presenter:
+        qkv.markdown(text)
     chart(A.head_figure(v, trace, layer, head, "qkv"), qkv)
+    if v.presenter:                           # on a projector the chart comes first, the words under it
+        qkv.markdown(text)
 
 if steps.open:
     steps.subheader(f"The four steps: layer {layer}, head {head}")
