@@ -55,6 +55,16 @@ def trace_of(name: str, ids: list[int]) -> Trace:
     return get_bundle(name).model.run(ids)        # a session's own model: its runs are not shared
 
 
+def trace_is_finite(trace: Trace) -> bool:
+    """Whether every value of the forward pass is a finite number (huge weights can overflow to inf or NaN)."""
+    return all(bool(torch.isfinite(value).all()) for value in trace.values())
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _bundled_trace_is_finite(name: str, ids: tuple[int, ...]) -> bool:
+    return trace_is_finite(_bundled_trace(name, ids))
+
+
 @dataclass
 class View:
     """Everything a page needs about the current view."""
@@ -226,7 +236,9 @@ def current_view() -> View:
             view.problem = NOT_FINITE
         else:
             view.trace = trace_of(name, view.prepared.ids)
-            if not all(bool(torch.isfinite(value).all()) for value in view.trace.values()):
+            finite = (_bundled_trace_is_finite(name, tuple(view.prepared.ids)) if name in BUNDLED
+                      else trace_is_finite(view.trace))                 # checked once per shared trace
+            if not finite:
                 view.problem, view.trace = OVERFLOW, None
     if view.trace is not None:
         about = {"model": name, "sentence": text, "config": bundle.model.cfg.to_dict(), "typed": view.typed}
