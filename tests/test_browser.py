@@ -102,7 +102,7 @@ def test_html_in_the_sentence_is_shown_as_text_and_never_runs(tab, app_url):
 
 
 SHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots"
-README_SECTIONS = {"residual": "Logit lens"}      # the tab a page's README picture shows (else its first)
+README_SECTIONS = {"residual": "Logit lens", "attention": "Who looks at whom"}      # the tab a page's README picture shows (else its first)
 
 
 @pytest.mark.parametrize("presenter", [False, True])
