@@ -25,7 +25,7 @@ def log_ticks(values) -> dict:
 def loss_figure(run, log_scale: bool = False, presenter: bool = False) -> go.Figure:
     """Training and validation loss against steps; a diverged run is marked where its loss blew up."""
     fig = go.Figure(layout=dict(title="Loss", xaxis_title="step", yaxis_title="cross-entropy loss"))
-    steps, losses = [h["step"] for h in run.history], [h["loss"] for h in run.history]
+    steps, losses = [s for s, _ in run.losses], [loss for _, loss in run.losses]       # every step, so a blow-up shows
     fig.add_scatter(x=steps, y=losses, name="train", line_color=COLOURS[0],
                     hovertemplate="step %{x}: train loss %{y:.4f}<extra></extra>")
     fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["val_loss"] for e in run.evals], name="validation",
@@ -43,7 +43,7 @@ def _add_divergence(fig: go.Figure, run) -> float:
     """A black cross at the step the loss blew up, and the limit it crossed; returns the cross's height."""
     where = run.divergence
     shown = f"{where.loss:,.1f}" if math.isfinite(where.loss) else "NaN (overflow)"
-    last = run.history[-1]["loss"] if run.history else where.limit
+    last = run.losses[-1][1] if run.losses else where.limit
     y = min(where.loss, 2 * where.limit) if math.isfinite(where.loss) else max(last, where.limit)
     fig.add_scatter(x=[where.step], y=[y], name=f"diverged at step {where.step}", mode="markers+text",
                     marker=dict(symbol="x", size=16, color=DIVERGED), text=[f"diverged: loss {shown}"],

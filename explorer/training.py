@@ -116,6 +116,7 @@ class Run:
     trainer: Trainer
     probe_ids: list[int]
     history: list[dict] = field(default_factory=list)        # one row per tick: step, loss, accuracy, lr, ...
+    losses: list[tuple[int, float]] = field(default_factory=list)   # (step, training loss) for every step
     evals: list[dict] = field(default_factory=list)          # step, val_loss, val_accuracy
     samples: list[tuple[int, str]] = field(default_factory=list)
     snapshots: list[tuple[int, torch.Tensor]] = field(default_factory=list)   # step, patterns (L, H, T, T)
@@ -170,6 +171,8 @@ class Run:
                 n = min(chunk, self.setup.train.steps - self.steps_done)
                 metrics = self.trainer.step(n)
                 if metrics is not None:
+                    first = metrics.step - len(metrics.losses) + 1
+                    self.losses += [(first + i, loss) for i, loss in enumerate(metrics.losses)]
                     self.history.append(dict(
                         step=metrics.step, loss=metrics.loss, accuracy=metrics.accuracy, lr=metrics.lr,
                         tokens_per_s=metrics.tokens_per_s, **{f"grad {k}": v for k, v in metrics.grad_norms.items()}))

@@ -69,6 +69,7 @@ class StepMetrics:
     lr: float
     grad_norms: dict[str, float] = field(default_factory=dict)  # per layer, before clipping
     tokens_per_s: float = 0.0
+    losses: list[float] = field(default_factory=list)            # each step's training loss, in order
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Trainer:
             raise ValueError(f"n must be at least 1, got {n}")
         if self.divergence:
             raise RuntimeError(f"this run diverged at step {self.divergence.step}; start a new one")
-        start, total_loss, total_acc, taken, norms = time.perf_counter(), 0.0, 0.0, 0, None
+        start, total_acc, taken, norms, losses = time.perf_counter(), 0.0, 0, None, []
         cfg = self.cfg
         for i in range(n):
             lr = cfg.lr_at(self.steps_done + 1)
@@ -160,7 +161,7 @@ class Trainer:
             self.optimizer.step()
             self.steps_done += 1
             taken += 1
-            total_loss += value
+            losses.append(value)
             total_acc += (logits.detach().argmax(-1) == y).float().mean().item()
         if taken and not self.divergence and not self.weights_finite():
             self.divergence = Divergence(self.steps_done, value, "weights not finite", self.loss_limit)
@@ -169,10 +170,11 @@ class Trainer:
         if norms is None:        # diverged within the call: the last step taken's gradients (after any clipping)
             norms = self.grad_norms()
         elapsed = time.perf_counter() - start
-        metrics = StepMetrics(step=self.steps_done, loss=total_loss / taken, accuracy=total_acc / taken,
+        metrics = StepMetrics(step=self.steps_done, loss=sum(losses) / taken, accuracy=total_acc / taken,
                               lr=cfg.lr_at(self.steps_done),
                               grad_norms=norms,
-                              tokens_per_s=taken * cfg.batch_size * self.context / max(elapsed, 1e-9))
+                              tokens_per_s=taken * cfg.batch_size * self.context / max(elapsed, 1e-9),
+                              losses=losses)
         self.history.append(metrics)
         return metrics
 

@@ -5,6 +5,7 @@ import math
 from streamlit.testing.v1 import AppTest
 
 from conftest import decode, figure_titled, open_page, page_text
+from explorer.lab_figures import loss_figure
 from explorer.training import PRESETS, divergence_explanation, new_run
 
 
@@ -41,7 +42,7 @@ def test_the_loss_chart_keeps_the_finite_points_and_marks_where_it_blew_up():
     where = run.divergence
     loss = figure_titled(at, "Loss")
     train = list(decode(loss["data"][0]["y"]))
-    assert train == [h["loss"] for h in run.history] and len(train) >= 2
+    assert train == [loss for _, loss in run.losses] and len(train) >= 2
     assert all(math.isfinite(y) for y in train)
     [marker] = [t for t in loss["data"] if t["name"] == f"diverged at step {where.step}"]
     assert list(decode(marker["x"])) == [where.step]
@@ -102,3 +103,14 @@ def test_another_page_can_open_the_diverging_preset_by_name():
     assert (setup.train.optimizer, setup.train.lr, setup.train.warmup, setup.train.grad_clip) == ("sgd", 1.0, 0, 0)
     at = AppTest.from_function(_discoveries_page, default_timeout=30).run()
     assert not at.exception and at.markdown[0].value == "same"
+
+
+def test_the_loss_chart_shows_every_step_so_the_climb_before_the_blow_up_is_visible():
+    run = new_run(PRESETS["diverging"][1], "run 1")
+    while not run.finished:
+        run.tick()
+    train = loss_figure(run).data[0]
+    assert list(train.x) == list(range(1, run.divergence.step))            # one point per step taken
+    assert list(train.y) == [loss for _, loss in run.losses]
+    assert sum(len(m.losses) for m in run.trainer.history) == run.steps_done == len(run.losses)
+    assert max(train.y) > 2 * min(train.y)                                 # the loss climbs before it blows up
