@@ -5,20 +5,17 @@ return Plotly figures; the text functions return Markdown with tokens escaped by
 """
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 import plotly.graph_objects as go
-import streamlit as st
 import torch
 
 from model.transformer import Trace
 
-from .layout import quote
-from model.checkpoint import BUNDLED
-
+from . import cache
+from . import whatif as W
 from .plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
-from .state import View, bundled_model, trace_of
+from .view import View, quote
 from .whatif import Experiment
 
 INTRO = """\
@@ -66,7 +63,7 @@ WHATIF_TEXT = {
 
 def whatif_text(experiment: Experiment, K: int) -> str:
     """What an experiment changes, in words, with this model's numbers (K dimensions per head)."""
-    return WHATIF_TEXT[experiment[0]].format(K=K, sqrtK=math.sqrt(K))
+    return WHATIF_TEXT[experiment.kind].format(K=K, sqrtK=math.sqrt(K))
 
 
 def head_values(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
@@ -280,38 +277,20 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
 HEAD_FIGURES = {"qkv": qkv_figure, "steps": step_figures, "pattern": pattern_figure}
 
 
-def head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
-    """One of a head's figures, "qkv", "steps" (a list of four) or "pattern"; cached per sentence for
-    bundled models. Only the open section's figure is built: building all three on every new sentence
+def head_figure(v: View, layer: int, head: int, which: str):
+    """One of a head's figures of the view's sentence, "qkv", "steps" (a list of four) or "pattern", built once
+    per (model, sentence). Only the open section's figure is built: building all three on every new sentence
     was three quarters of the page's script run (measured with py-spy)."""
-    if v.name in BUNDLED:
-        return _cached_head_figure(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head,
-                                   v.presenter, which)
+    return cache.figure(_head_figure, v, layer, head, which)
+
+
+def _head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
     return HEAD_FIGURES[which](v, trace, layer, head)
 
 
-def grid_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
-    """all_heads_figure with (layer, head) outlined, cached per sentence and chosen head for bundled models."""
-    if v.name in BUNDLED:
-        return _cached_grid(v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), layer, head, v.presenter)
-    return all_heads_figure(v, trace, layer, head)
-
-
-def _stand_in(name: str, tokens: tuple[str, ...], presenter: bool) -> SimpleNamespace:
-    """What the builders read from a View: the tokens, presenter mode and the model's config."""
-    return SimpleNamespace(name=name, bundle=bundled_model(name), tokens=list(tokens), presenter=presenter)
-
-
-@st.cache_resource(max_entries=128, show_spinner=False)
-def _cached_head_figure(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
-                        presenter: bool, which: str):
-    return HEAD_FIGURES[which](_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _cached_grid(name: str, ids: tuple[int, ...], tokens: tuple[str, ...], layer: int, head: int,
-                 presenter: bool) -> go.Figure:
-    return all_heads_figure(_stand_in(name, tokens, presenter), trace_of(name, list(ids)), layer, head)
+def grid_figure(v: View, layer: int, head: int) -> go.Figure:
+    """all_heads_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
+    return cache.figure(all_heads_figure, v, layer, head)
 
 
 # --- words --------------------------------------------------------------------------------------
@@ -380,14 +359,7 @@ def math_lines(v: View, trace: Trace, layer: int, head: int, query: int, key: in
 
 
 def experiments(layer: int, head: int) -> list[Experiment]:
-    return [("knock_out_head", layer, head), ("remove_scaling",), ("lift_mask",)]
-
-
-def experiment_label(experiment: Experiment) -> str:
-    kind = experiment[0]
-    if kind == "knock_out_head":
-        return f"Knock out head {experiment[2]} of layer {experiment[1]}"
-    return {"remove_scaling": "Remove the √K scaling", "lift_mask": "Lift the causal mask"}[kind]
+    return [W.knock_out_head(layer, head), W.REMOVE_SCALING, W.LIFT_MASK]
 
 
 @dataclass
@@ -407,13 +379,6 @@ def top_change(v: View, before: Trace, after: Trace, position: int = -1) -> Chan
     return Change(vocab[b], float(p0[b]), vocab[a], float(p1[a]), float((p1 - p0).abs().max()))
 
 
-def _with(experiment: Experiment) -> str:
-    kind = experiment[0]
-    if kind == "knock_out_head":
-        return f"With head {experiment[2]} of layer {experiment[1]} knocked out"
-    return {"remove_scaling": "Without the division by √K", "lift_mask": "With the causal mask lifted"}[kind]
-
-
 def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, position: int = -1) -> str:
     """How the top prediction for the token after `position` changed, in words."""
     T = len(v.tokens)
@@ -421,13 +386,13 @@ def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, p
     c = top_change(v, before, after, position)
     where = _token_at(v.tokens, position)
     text = (f"As it is, the model's top guess for the word after {where} is {quote(c.before)} at "
-            f"**{c.p_before:.2f}**. {_with(experiment)}, ")
+            f"**{c.p_before:.2f}**. {experiment.changed}, ")
     if c.before == c.after:
         text += f"it is still {quote(c.after)}, now at **{c.p_after:.2f}**."
     else:
         text += f"it becomes {quote(c.after)} at **{c.p_after:.2f}**."
     text += f" The largest change of any word's probability is **{c.largest:.2f}**."
-    if experiment[0] == "lift_mask":
+    if experiment.kind == "lift_mask":
         if position == T - 1:
             text += (" The last token already sees every token, so lifting the mask changes its prediction only "
                      "through the earlier tokens, which now peek ahead at it.")

@@ -20,15 +20,17 @@ import streamlit as st
 import torch
 
 from model import edits
-from model.checkpoint import BUNDLED, Bundle
+from model.checkpoint import Bundle
 from model.corpora import ANIMALS, NAMES, TINY_TALES_WORDS, tiny_tales_probes
 
 from . import attention as A
+from . import cache
 from . import positions as P
-from .layout import quote
+from . import whatif as W
 from .plot import SEQUENTIAL, labels, safe, style
-from .state import apply_view, bundled_model, get_bundle, is_finite
+from .state import apply_view, get_bundle
 from .steps import BY_SLUG
+from .view import quote
 from .training import PRESETS, new_run
 
 N_PROBES = 40                   # probe sentences per search (each probe set is balanced, see tiny_tales_probes)
@@ -290,7 +292,7 @@ def knockout_card(bundle: Bundle, name: str) -> Discovery | None:
         f"With {head_name(layer, head)} switched off, which word will the model predict after “because”?",
         options, vocab[a], reveal,
         Target("attention", name, KNOCKOUT_SENTENCE, layer, head, last, A.SECTIONS[4],
-               state=(("attention_whatif", A.experiments(layer, head).index(("knock_out_head", layer, head))),)),
+               state=(("attention_whatif", A.experiments(layer, head).index(W.knock_out_head(layer, head))),)),
         dict(layer=layer, head=head, before=vocab[b], p_before=float(before[b]), after=vocab[a],
              p_after=float(after[a]), drop=float(drops[layer, head]), n=len(items), scores=drops,
              weight=float(looks[subject])))
@@ -458,7 +460,7 @@ def scaling_card(bundle: Bundle, name: str) -> Discovery | None:
         "scaling", "Why divide by √K?", story, "Without the division by √K, what happens to the attention?",
         SCALING_OPTIONS, answer, reveal,
         Target("attention", name, PRONOUN_SENTENCE, layer, head, token, A.SECTIONS[4],
-               state=(("attention_whatif", A.experiments(layer, head).index(("remove_scaling",))),)),
+               state=(("attention_whatif", A.experiments(layer, head).index(W.REMOVE_SCALING)),)),
         dict(layer=layer, head=head, token=token, mean_before=mean_before, mean_after=mean_after,
              change=float(change[token])))
 
@@ -567,11 +569,6 @@ def discoveries(bundle: Bundle, name: str) -> list[Discovery]:
 # --- Streamlit: caching, the subject model, "Show me" -----------------------------------------------
 
 
-@st.cache_resource(show_spinner="Searching the model's heads ...")
-def _bundled_discoveries(name: str) -> list[Discovery]:
-    return discoveries(bundled_model(name), name)
-
-
 @st.cache_resource(show_spinner="Training the diverging preset for a moment ...")
 def cached_lab_outcome(preset: str) -> LabOutcome:
     return lab_outcome(preset)
@@ -580,7 +577,7 @@ def cached_lab_outcome(preset: str) -> LabOutcome:
 def subject_model(name: str) -> tuple[str, str | None]:
     """(the model whose discoveries to show, a notice why it is not `name`, or None)."""
     bundle = get_bundle(name)
-    if not is_finite(bundle.model):
+    if not cache.model_is_finite(name, bundle):
         return FALLBACK, (f"{name}'s weights are not finite numbers (its training diverged), so it has no skills "
                           f"to discover; these are {FALLBACK}'s.")
     if not reads_tiny_tales(bundle):
@@ -590,14 +587,8 @@ def subject_model(name: str) -> tuple[str, str | None]:
 
 
 def cached_discoveries(name: str) -> list[Discovery]:
-    """The discoveries of model `name`: cached per server for a bundled model, per session for a trained one."""
-    if name in BUNDLED:
-        return _bundled_discoveries(name)
-    bundle = get_bundle(name)
-    cache = st.session_state.setdefault("_discoveries", {})
-    if cache.get(name, (None,))[0] is not bundle.model:          # a retrained model gets its own search
-        cache[name] = (bundle.model, discoveries(bundle, name))
-    return cache[name][1]
+    """The discoveries of model `name`, searched once per model."""
+    return cache.per_model(lambda bundle: discoveries(bundle, name), name, get_bundle(name))
 
 
 GO = "_discovery_go"           # the page to switch to on the next run, set by "Show me"

@@ -12,13 +12,12 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from model.checkpoint import BUNDLED
 from model.tokenizers import UNK
 from model.transformer import Trace
 
-from .layout import quote
+from . import cache
 from .plot import as_numpy, heatmap, safe, style, token_label, visible
-from .state import View
+from .view import View, quote
 
 N_NEIGHBOURS = 8
 MATH_VALUES = 6                # how many numbers of a row the math panel writes out
@@ -116,17 +115,9 @@ def pca_2d(weight: torch.Tensor) -> Pca:
     return Pca(coords, explained)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Drawing the vocabulary map ...")
-def _cached_pca(key: tuple, _weight: torch.Tensor) -> Pca:
-    return pca_2d(_weight)
-
-
 def vocab_pca(v: View) -> Pca:
-    """pca_2d of the model's embedding matrix, computed once per model (and per training step of a lab model)."""
-    weight = embedding_matrix(v)
-    model = v.bundle.model
-    key = (v.name,) if v.name in BUNDLED else (v.name, id(model), model.embed.tok.weight._version)
-    return _cached_pca(key, weight)
+    """pca_2d of the model's embedding matrix, computed once per model."""
+    return cache.per_model(lambda bundle: pca_2d(bundle.model.embed.tok.weight.detach()), v.name, v.bundle)
 
 
 MAP_WIDTH_PX = 900      # about how wide the map is drawn (the figure's height is set), for label spacing

@@ -11,10 +11,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from .layout import quote
 from .plot import as_numpy, heatmap, labels, style, token_label
-from .state import View
-from .whatif import describe
+from .view import View, quote
+from . import whatif as W
 
 SLUG = "feedforward"
 MAX_NEURONS_SHOWN = 512          # wider layers are cut in the heatmap (a 1024 x 4096 grid would not draw fast)
@@ -269,8 +268,8 @@ def histogram_figure(view: View, layer: int) -> go.Figure:
 # What if this layer had no feed-forward network?
 # --------------------------------------------------------------------------------------------------
 
-def experiment(layer: int) -> tuple:
-    return ("skip_mlp", layer)
+def experiment(layer: int) -> W.Experiment:
+    return W.skip_mlp(layer)
 
 
 def percents(a: float, b: float) -> tuple[str, str]:
@@ -288,7 +287,7 @@ def change_in_words(view: View, before, after, layer: int, position: int = -1) -
     p_before = torch.softmax(before["logits"][0, position], -1)
     p_after = torch.softmax(after["logits"][0, position], -1)
     b, a = int(p_before.argmax()), int(p_after.argmax())
-    start = f"With the {describe(experiment(layer))}, the top guess after {quote(view.tokens[position])}"
+    start = f"{experiment(layer).changed}, the top guess after {quote(view.tokens[position])}"
     if a == b:
         old, new = percents(float(p_before[b]), float(p_after[b]))
         if old == new:

@@ -3,8 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import quote
-from .state import View
+from .view import View, quote
 
 INTRO = """\
 A language model like this one does one thing: **given some text, it guesses the next token**.

@@ -3,11 +3,10 @@
 User text never goes into HTML: it is shown through widgets, tables and charts, or escaped with
 `quote` before it goes into Markdown.
 """
-import re
-
 import streamlit as st
 
-from .state import View, link_to, section_key
+from .state import link_to, section_key
+from .view import View, quote  # noqa: F401  (pages import quote from here)
 from .steps import BY_SLUG, neighbours
 
 # Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
@@ -29,14 +28,6 @@ h1 { font-size: 2.4rem !important; padding-top: 0 !important; } h2 { font-size: 
 h3 { font-size: 1.6rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 </style>"""
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def quote(text: str) -> str:
-    """User text made safe for Markdown: every special character escaped, shown in quotes."""
-    return "“" + _MARKDOWN_SPECIAL.sub(r"\\\1", text.replace("\n", " ")) + "”"
-
 
 def page_header(slug: str, view: View) -> None:
     """Title, presenter styling and any notices about the input."""

@@ -8,23 +8,20 @@ are the two sentences exactly the same to the model.
 """
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 import torch
 
-from model.checkpoint import BUNDLED
 from model.config import ModelConfig
 from model.inputs import Prepared, prepare_text
 from model.transformer import Trace, TransformerLM
 
-from .layout import quote
+from . import cache
+from . import whatif as W
 from .plot import heatmap, labels, safe, style, token_label
-from .state import View, bundled_model, trace_of
-from .whatif import experiment_trace
+from .view import View, quote
 
 # --- explanations -------------------------------------------------------------------------------
 
@@ -290,19 +287,9 @@ def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Fi
 # --- cached figures: they depend only on the model, the sentence and presenter mode ---------------
 
 
-def figure(kind: str, v: View, trace: Trace, *args) -> go.Figure | None:
-    """The figure builder `kind` ("added", "table", "curves", "sum", "similarity"), cached for bundled models."""
-    if v.name in BUNDLED:
-        return _cached_figure(kind, v.name, tuple(trace["tokens"][0].tolist()), tuple(v.tokens), v.presenter,
-                              tuple(tuple(a) if isinstance(a, list) else a for a in args))
-    return _BUILDERS[kind](v, trace, *args)
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _cached_figure(kind: str, name: str, ids: tuple[int, ...], tokens: tuple[str, ...], presenter: bool,
-                   args: tuple) -> go.Figure | None:
-    stand_in = SimpleNamespace(name=name, bundle=bundled_model(name), tokens=list(tokens), presenter=presenter)
-    return _BUILDERS[kind](stand_in, trace_of(name, list(ids)), *args)
+def figure(kind: str, v: View, *args) -> go.Figure | None:
+    """The view's figure `kind` ("added", "table", "curves", "sum", "similarity"), built once per sentence."""
+    return cache.figure(_BUILDERS[kind], v, *args)
 
 
 _BUILDERS = {"added": added_figure, "table": table_figure, "curves": curves_figure, "sum": sum_figure,
@@ -365,9 +352,8 @@ def default_pair(v: View) -> tuple[str, str]:
 
 
 def order_traces(v: View, ids: list[int]) -> list[Trace]:
-    """The traces of `ids` under each of CONDITIONS (all cached for bundled models)."""
-    return [trace_of(v.name, ids), experiment_trace(v, ("remove_positions",), ids=ids),
-            experiment_trace(v, ("bag_of_words",), ids=ids)]
+    """The traces of `ids` under each of CONDITIONS (each computed once per server)."""
+    return [cache.trace(v, ids=ids), cache.trace(v, W.REMOVE_POSITIONS, ids), cache.trace(v, W.BAG_OF_WORDS, ids)]
 
 
 def prepare_pair(v: View, a: str, b: str) -> tuple[Prepared, Prepared]:

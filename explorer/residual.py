@@ -13,9 +13,8 @@ import plotly.graph_objects as go
 import torch
 import torch.nn as nn
 
-from .layout import quote
 from .plot import as_numpy, heatmap, labels, safe, style, token_label
-from .state import View
+from .view import View, quote
 
 SLUG = "residual"
 

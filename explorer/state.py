@@ -1,127 +1,30 @@
 """What every page shares: the models, the sentence's trace, and the view's state in the URL.
 
 One model object serves every visitor (`st.cache_resource`), and so does each trace: a trace is
-computed once per (model, sentence) and only ever read. The view (model, sentence, layer, head,
+computed once per (model, sentence) and only ever read (explorer/cache.py). The view (model, sentence, layer, head,
 selected token, presenter mode) lives in `st.session_state` under the keys in VIEW_KEYS and is
 mirrored into the URL, so a copied link reopens the same view.
 """
-from dataclasses import dataclass, field
 from functools import partial
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 import torch
 
-from model.checkpoint import BUNDLED, Bundle, load_bundled
-from model.inputs import Prepared, prepare_text
-from model.transformer import Trace
+from model import hub
+from model.checkpoint import BUNDLED
+from model.inputs import prepare_text
 
+from . import cache
+from .models import PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, label, model_names  # noqa: F401
 from .export import file_name as export_name
 from .export import trace_npz
+from .view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
+                   is_finite, model_key, most_uncertain, quote, trace_is_finite)
 
-DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
-# A sentence each bundled model knows every word of, offered when the typed one has unknown words.
-EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue"}
-MAX_CHARS = 2000
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
-
-
-@st.cache_resource(show_spinner="Loading the model ...")
-def bundled_model(name: str) -> Bundle:
-    """A bundled model, loaded once per server and shared read-only by every visitor."""
-    return load_bundled(name)
-
-
-def model_names() -> list[str]:
-    """Bundled models, then the models this session trained (the training lab adds them)."""
-    return [*BUNDLED, *st.session_state.get("trained_models", {})]
-
-
-def get_bundle(name: str) -> Bundle:
-    trained = st.session_state.get("trained_models", {})
-    return trained[name] if name in trained else bundled_model(name)
-
-
-@st.cache_resource(max_entries=128, show_spinner=False)
-def _bundled_trace(name: str, ids: tuple[int, ...]) -> Trace:
-    return bundled_model(name).model.run(list(ids))
-
-
-def trace_of(name: str, ids: list[int]) -> Trace:
-    """The trace of `ids` through model `name`: one forward pass per (model, sentence), cached."""
-    if name in BUNDLED:
-        return _bundled_trace(name, tuple(ids))
-    return get_bundle(name).model.run(ids)        # a session's own model: its runs are not shared
-
-
-def trace_is_finite(trace: Trace) -> bool:
-    """Whether every value of the forward pass is a finite number (huge weights can overflow to inf or NaN)."""
-    return all(bool(torch.isfinite(value).all()) for value in trace.values())
-
-
-@st.cache_resource(max_entries=128, show_spinner=False)
-def _bundled_trace_is_finite(name: str, ids: tuple[int, ...]) -> bool:
-    return trace_is_finite(_bundled_trace(name, ids))
-
-
-@dataclass
-class View:
-    """Everything a page needs about the current view."""
-    name: str
-    bundle: Bundle
-    text: str
-    presenter: bool
-    prepared: Prepared | None = None   # None when the text cannot be read (then `problem` says why)
-    trace: Trace | None = None
-    problem: str | None = None
-    notices: list[str] = field(default_factory=list)
-
-    @property
-    def tokens(self) -> list[str]:
-        """What the model read at each position: the token's text, `<unk>` for a word it does not know."""
-        if not self.prepared:
-            return []
-        vocab = self.bundle.tokenizer.vocab
-        return [vocab[p.id] if p.unknown else p.text for p in self.prepared.pieces]
-
-    @property
-    def typed(self) -> list[str]:
-        """What was typed at each position (differs from `tokens` only where the model read `<unk>`)."""
-        return [p.text for p in self.prepared.pieces] if self.prepared else []
-
-
-def example_sentence(name: str, bundle: Bundle) -> str | None:
-    """A sentence model `name` knows every word of (bundled: EXAMPLES; trained: its probe sentence)."""
-    return EXAMPLES.get(name) or bundle.facts.get("example") or None
-
-
-def is_finite(model) -> bool:
-    """Whether every weight of `model` is a finite number (a diverged run or a broken file has NaN or inf)."""
-    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
-
-
-@st.cache_resource(show_spinner=False)
-def _bundled_is_finite(name: str) -> bool:
-    return is_finite(bundled_model(name).model)
-
-
-NOT_FINITE = ("This model's weights contain NaN or infinite values, so every number it computes would be "
-              "meaningless. That happens when training diverges (a learning rate that is too high) or a model "
-              "file is broken. Pick another model in the sidebar.")
-OVERFLOW = ("This sentence makes the model's numbers overflow (NaN or infinity appear in its forward pass), so "
-            "there is nothing meaningful to show. Try another sentence or another model.")
-
-
-def most_uncertain(trace: Trace) -> int:
-    """The position whose next-token forecast is least sure (highest entropy), a default that shows something.
-
-    The first position is left out unless it is the only one: with no context, its forecast is always unsure.
-    """
-    logp = torch.log_softmax(trace["logits"][0].double(), -1)                      # (T, V)
-    entropy = -(logp.exp() * logp).nan_to_num().sum(-1)                           # (T,)
-    first = 1 if len(entropy) > 1 else 0
-    return first + int(entropy[first:].argmax())
+READ_LIMIT = 64        # tokens a page shows at most (GPT-2 could read 1,024; 64 keeps every number on a screen)
 
 
 def apply_view(model: str | None = None, text: str | None = None, layer: int | None = None,
@@ -218,8 +121,13 @@ def current_view() -> View:
         names = model_names()
         if st.session_state.get("model") not in names:
             st.session_state["model"] = names[0]
-        name = st.selectbox("Model", names, key="model",
-                            help="tinytales learned simple English stories; roses learned one short poem.")
+        if st.session_state["model"] in PRETRAINED:
+            _make_pretrained_ready(st.session_state["model"])
+        name = st.selectbox("Model", names, key="model", format_func=label,
+                            help="tinytales learned simple English stories; roses learned one short poem. "
+                                 f"GPT-2 small is the real thing: {hub.GPT2.about}.")
+        for why in st.session_state.get(UNAVAILABLE, {}).values():
+            st.warning(why, icon=":material/cloud_off:")
         text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,
                              help="Type anything and press Enter. Every page shows this sentence.")
         offer = st.empty()                          # a sentence the model knows, when it cannot read this one
@@ -228,16 +136,15 @@ def current_view() -> View:
     bundle = get_bundle(name)
     view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices)
     try:
-        view.prepared = prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len)
+        view.prepared = prepare_text(bundle.tokenizer, text, min(bundle.model.cfg.max_len, READ_LIMIT),
+                                     context=bundle.model.cfg.max_len)
     except ValueError as problem:
         view.problem = str(problem)
     else:
-        if not (_bundled_is_finite(name) if name in BUNDLED else is_finite(bundle.model)):
+        if not cache.model_is_finite(name, bundle):
             view.problem = NOT_FINITE
         else:
-            view.trace = trace_of(name, view.prepared.ids)
-            finite = (_bundled_trace_is_finite(name, tuple(view.prepared.ids)) if name in BUNDLED
-                      else trace_is_finite(view.trace))                 # checked once per shared trace
+            view.trace, finite = cache.trace_and_finite(view)
             if not finite:
                 view.problem, view.trace = OVERFLOW, None
     if view.trace is not None:
@@ -250,7 +157,6 @@ def current_view() -> View:
                  "np.load(file)['blocks.0.attn.pattern'].")
     example = example_sentence(name, bundle)
     if (view.prepared is None or view.prepared.unknown) and example and example != text:
-        from .layout import quote                   # layout imports this module
         offer.button(f"Use a sentence {name} knows: {quote(example[:40])}", on_click=_use_example,
                      args=(example,), key="use_example", icon=":material/lightbulb:", width="stretch",
                      help="This model does not know every word of the sentence above; it reads those as <unk>.")
@@ -266,6 +172,23 @@ def current_view() -> View:
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     st.query_params.from_dict(view_params())
     return view
+
+
+def _make_pretrained_ready(name: str) -> None:
+    """Download and load pretrained model `name` if needed (before the picker is drawn); when it cannot be had,
+    say why under the picker and go back to the default model, which keeps working."""
+    problem = ensure_files(name)
+    if problem is None:
+        try:
+            get_bundle(name)
+        except ValueError as error:           # a broken or incomplete download
+            problem = f"{PRETRAINED[name].label}'s files could not be read ({error}). The small models work as before."
+    unavailable = st.session_state.setdefault(UNAVAILABLE, {})
+    if problem is None:
+        unavailable.pop(name, None)
+    else:
+        unavailable[name] = problem
+        st.session_state["model"] = BUNDLED[0]
 
 
 def view_params() -> dict[str, str]:

@@ -17,9 +17,8 @@ from model import presets
 from model.checkpoint import Bundle
 from model.tokenizers import UNK, BPETokenizer, CharTokenizer, Piece, Tokenizer, WordTokenizer
 
-from .layout import quote
 from .plot import safe, style
-from .state import View
+from .view import View, quote
 
 BPE_VOCAB_SIZE = 512           # 256 bytes + up to 256 learned merges
 KINDS = ("word", "char", "bpe")

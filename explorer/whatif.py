@@ -1,75 +1,69 @@
 """'What if' experiments: run the same sentence with one part of the model changed, and compare.
 
-An experiment is a small hashable tuple, so its trace can be cached like the plain one:
-    ("knock_out_head", layer, head)   ("remove_positions",)   ("skip_mlp", layer)
-    ("remove_scaling",)               ("lift_mask",)
-    ("bag_of_words",)                 positions removed and mask lifted: attention sees a bag of words
+An experiment is a small frozen dataclass: what a button calls it, what a legend calls it, and the edits
+that carry it out (model/edits.py). Two experiments are equal when they change the same thing, so an
+experiment is also the cache key of its trace (explorer/cache.py).
+
+    knock_out_head(layer, head)   skip_mlp(layer)   REMOVE_POSITIONS   REMOVE_SCALING   LIFT_MASK   BAG_OF_WORDS
 """
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 import torch
 
-from model import edits
-from model.checkpoint import BUNDLED
+from model import edits as E
 from model.config import ModelConfig
-from model.transformer import Trace
 
+from . import cache
 from .plot import style, token_label
-from .state import View, get_bundle
-
-Experiment = tuple
+from .view import View
 
 
-def describe(experiment: Experiment) -> str:
-    """The experiment in words, for captions and legends."""
-    kind = experiment[0]
-    if kind == "knock_out_head":
-        return f"head {experiment[2]} of layer {experiment[1]} knocked out"
-    if kind == "skip_mlp":
-        return f"feed-forward of layer {experiment[1]} skipped"
-    return {"remove_positions": "positional encoding removed", "remove_scaling": "without the 1/√K scaling",
-            "lift_mask": "causal mask lifted", "bag_of_words": "positions removed and mask lifted"}[kind]
+def _no_edits(cfg: ModelConfig) -> dict:
+    return {}
 
 
-def edits_for(cfg: ModelConfig, experiment: Experiment) -> tuple[dict, bool]:
-    """(edits, causal) that carry out `experiment` on a model with config `cfg`."""
-    kind = experiment[0]
-    if kind == "knock_out_head":
-        return edits.knock_out_head(experiment[1], experiment[2]), True
-    if kind == "skip_mlp":
-        return edits.skip_mlp(experiment[1]), True
-    if kind == "remove_positions":
-        return edits.remove_positions(), True
-    if kind == "remove_scaling":
-        return edits.remove_scaling(cfg), True
-    if kind == "lift_mask":
-        return {}, False
-    if kind == "bag_of_words":
-        return edits.remove_positions(), False
-    raise ValueError(f"unknown experiment {experiment!r}")
+@dataclass(frozen=True)
+class Experiment:
+    """One change to the model, run on the same sentence and compared with the model as it is."""
+    kind: str                   # "knock_out_head", "skip_mlp", "remove_positions", "remove_scaling", ...
+    label: str                  # a choice's words: "Knock out head 1 of layer 0"
+    description: str            # a legend's words: "head 1 of layer 0 knocked out"
+    changed: str                # a sentence's start: "With head 1 of layer 0 knocked out"
+    edits: Callable[[ModelConfig], dict] = field(default=_no_edits, compare=False, repr=False)
+    causal: bool = True         # False lifts the causal mask
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _bundled_experiment(name: str, ids: tuple[int, ...], experiment: Experiment) -> Trace:
-    return _run(name, ids, experiment)
+def knock_out_head(layer: int, head: int) -> Experiment:
+    return Experiment("knock_out_head", f"Knock out head {head} of layer {layer}",
+                      f"head {head} of layer {layer} knocked out", f"With head {head} of layer {layer} knocked out",
+                      lambda cfg: E.knock_out_head(layer, head))
 
 
-def _run(name: str, ids, experiment: Experiment) -> Trace:
-    model = get_bundle(name).model
-    changes, causal = edits_for(model.cfg, experiment)
-    return model.run(list(ids), edits=changes, causal=causal)
+def skip_mlp(layer: int) -> Experiment:
+    return Experiment("skip_mlp", f"Skip the feed-forward of layer {layer}", f"feed-forward of layer {layer} skipped",
+                      f"With the feed-forward of layer {layer} skipped", lambda cfg: E.skip_mlp(layer))
 
 
-def experiment_trace(view: View, experiment: Experiment, ids: list[int] | None = None) -> Trace:
-    """The trace of the view's sentence (or `ids`) with `experiment` applied; cached for bundled models."""
-    ids = view.prepared.ids if ids is None else ids
-    if view.name in BUNDLED:
-        return _bundled_experiment(view.name, tuple(ids), experiment)
-    return _run(view.name, ids, experiment)
+REMOVE_POSITIONS = Experiment("remove_positions", "Remove the positional encoding", "positional encoding removed",
+                              "With the positional encoding removed", lambda cfg: E.remove_positions())
+REMOVE_SCALING = Experiment("remove_scaling", "Remove the √K scaling", "without the 1/√K scaling",
+                            "Without the division by √K", E.remove_scaling)
+LIFT_MASK = Experiment("lift_mask", "Lift the causal mask", "causal mask lifted", "With the causal mask lifted",
+                       causal=False)
+BAG_OF_WORDS = Experiment("bag_of_words", "Remove positions and lift the mask", "positions removed and mask lifted",
+                          "With positions removed and the mask lifted", lambda cfg: E.remove_positions(),
+                          causal=False)
 
 
-def next_token_change(view: View, before: Trace, after: Trace, k: int = 6, position: int = -1) -> pd.DataFrame:
+def experiment_trace(view: View, experiment: Experiment, ids: list[int] | None = None):
+    """The trace of the view's sentence (or `ids`) with `experiment` applied, computed once per server."""
+    return cache.trace(view, experiment, ids)
+
+
+def next_token_change(view: View, before, after, k: int = 6, position: int = -1) -> pd.DataFrame:
     """The tokens most likely before or after the change at `position`, with both probabilities."""
     p_before = torch.softmax(before["logits"][0, position], -1)                  # (V,)
     p_after = torch.softmax(after["logits"][0, position], -1)                    # (V,)
@@ -88,8 +82,8 @@ def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool =
     fig = go.Figure([
         go.Bar(name="the model as it is", x=tokens, y=table["before"], marker_color="#4477AA",
                hovertemplate="%{x}: %{y:.4f}<extra>as it is</extra>"),
-        go.Bar(name=describe(experiment), x=tokens, y=table["after"], marker_color="#EE6677",
-               hovertemplate="%{x}: %{y:.4f}<extra>" + describe(experiment) + "</extra>"),
+        go.Bar(name=experiment.description, x=tokens, y=table["after"], marker_color="#EE6677",
+               hovertemplate="%{x}: %{y:.4f}<extra>" + experiment.description + "</extra>"),
     ], layout=dict(title="Next-token probabilities: before and after", barmode="group",
                    yaxis=dict(title="probability", range=[0, 1]), legend=dict(orientation="h", y=-0.25)))
     return style(fig, presenter, 380)

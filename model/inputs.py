@@ -11,12 +11,17 @@ class Prepared:
     dropped: int = 0              # tokens cut from the start because the text was longer than the context
     unknown: int = 0              # tokens the vocabulary did not know (shown as <unk>)
     unit: str = "word"            # what one token of this tokenizer is, in words: "word" or "character"
+    context: int | None = None    # the model's context when it is longer than what is read here (GPT-2: 1,024)
 
     @property
     def notices(self) -> list[str]:
         """Plain sentences about what happened to the text, for the page to show."""
         notes = []
-        if self.dropped:
+        if self.dropped and self.context:
+            notes.append(f"The text was {self.dropped + len(self.ids)} tokens long. The model could read "
+                         f"{self.context:,}, but every page here shows at most {len(self.ids)} so that each number "
+                         f"fits on a screen: only the last {len(self.ids)} tokens are used.")
+        elif self.dropped:
             notes.append(f"The text was {self.dropped + len(self.ids)} tokens long, more than the model's context "
                          f"of {len(self.ids)}: only the last {len(self.ids)} tokens are used.")
         if self.unknown:
@@ -26,8 +31,10 @@ class Prepared:
         return notes
 
 
-def prepare_text(tokenizer: Tokenizer, text: str, max_len: int) -> Prepared:
-    """Tokenize `text`, keeping the last `max_len` tokens; empty text raises a friendly ValueError."""
+def prepare_text(tokenizer: Tokenizer, text: str, max_len: int, context: int | None = None) -> Prepared:
+    """Tokenize `text`, keeping the last `max_len` tokens; empty text raises a friendly ValueError.
+
+    `context`, when larger than `max_len`, is the model's own context (the notice then says both)."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("Type a sentence first: the text is empty.")
     pieces = tokenizer.pieces(text)
@@ -36,4 +43,5 @@ def prepare_text(tokenizer: Tokenizer, text: str, max_len: int) -> Prepared:
     dropped = max(0, len(pieces) - max_len)
     kept = pieces[dropped:]
     return Prepared(ids=[p.id for p in kept], pieces=kept, dropped=dropped,
-                    unknown=sum(p.unknown for p in kept), unit="character" if tokenizer.kind == "char" else "word")
+                    unknown=sum(p.unknown for p in kept), unit="character" if tokenizer.kind == "char" else "word",
+                    context=context if context and context > max_len else None)

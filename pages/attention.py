@@ -24,13 +24,13 @@ if qkv.open:
     text = A.QKV_TEXT.format(K=cfg.d_head)
     if not v.presenter:
         qkv.markdown(text)
-    chart(A.head_figure(v, trace, layer, head, "qkv"), qkv)
+    chart(A.head_figure(v, layer, head, "qkv"), qkv)
     if v.presenter:                           # on a projector the chart comes first, the words under it
         qkv.markdown(text)
 
 if steps.open:
     steps.subheader(f"The four steps: layer {layer}, head {head}")
-    figures = A.head_figure(v, trace, layer, head, "steps")
+    figures = A.head_figure(v, layer, head, "steps")
     for row in (0, 2):
         places = steps.columns(2) if side_by_side else (steps, steps)
         for place, fig, caption in zip(places, figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
@@ -44,7 +44,7 @@ if who.open:
             st.subheader(f"Who attends to whom: layer {layer}, head {head}")
             st.markdown(A.read_row(v, trace, layer, head, query))
         big, lines = st.columns([3, 2]) if side_by_side else (st.container(), st.container())
-        chart(A.head_figure(v, trace, layer, head, "pattern"), big)
+        chart(A.head_figure(v, layer, head, "pattern"), big)
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
         chart(A.lines_figure(v, trace, layer, head, query), lines)
@@ -62,7 +62,7 @@ if who.open:
 
 if every.open:
     every.subheader("Every head in every layer")
-    chart(A.grid_figure(v, trace, layer, head), every)
+    chart(A.grid_figure(v, layer, head), every)
     every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
                   "layer read the same tokens but ask different questions, so their patterns differ. Orange: the "
                   "head chosen above.")
@@ -72,7 +72,7 @@ if whatif.open:
         st.subheader("What if?")
         options = A.experiments(layer, head)
         choice = st.radio("Change the model", range(len(options)), key="attention_whatif", horizontal=True,
-                          format_func=lambda i: A.experiment_label(options[i]))
+                          format_func=lambda i: options[i].label)
         experiment = options[choice]
         query = token_picker(v, third, label="Query token")
         st.caption(f"{A.whatif_text(experiment, cfg.d_head)} Below: the prediction for the word after the query token "

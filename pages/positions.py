@@ -21,15 +21,15 @@ if seats.open:
         st.subheader("The seat numbers added to your sentence")
         if cfg.pos == "none":
             st.info(NO_POSITIONS, icon=":material/block:")
-        table = P.figure("table", v, trace)
+        table = P.figure("table", v)
         if table is None:
-            chart(P.figure("added", v, trace))
+            chart(P.figure("added", v))
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one
             yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"],
                                         key="positions_rows", on_change="rerun")
             if yours.open:
-                chart(P.figure("added", v, trace), yours)
+                chart(P.figure("added", v), yours)
             if everything.open:
                 chart(table, everything)
                 if cfg.max_len > P.MAX_TABLE_ROWS:
@@ -45,7 +45,7 @@ if waves.open:
                 dims = st.multiselect("Dimensions", range(cfg.d_model), default=dims, key="positions_dims",
                                       max_selections=8,
                                       help="Each dimension of the position vector, drawn over every seat.")
-            curves = P.figure("curves", v, trace, dims)
+            curves = P.figure("curves", v, dims)
             if curves is not None:
                 chart(curves)
             else:
@@ -55,7 +55,7 @@ if sums.open:
     with sums:
         st.subheader("Token + position = input")
         position = token_picker(v)
-        chart(P.figure("sum", v, trace, position))
+        chart(P.figure("sum", v, position))
         st.caption(P.sum_caption(v, trace, position))
         st.markdown(P.SUM_TEXT)
         panel = math_panel("positions")
@@ -77,7 +77,7 @@ if alike.open:
                 whole = st.toggle("Show the whole table", key="positions_whole",
                                   help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only "
                                        "your sentence's.")
-            chart(P.figure("similarity", v, trace, whole))
+            chart(P.figure("similarity", v, whole))
             st.caption(P.SIMILARITY_TEXT[cfg.pos])
 
 if whatif.open:

@@ -34,7 +34,7 @@ from explorer.layout import quote
 from explorer.prediction import kept_summary, mass_kept, ranking, Settings
 from explorer.state import DEFAULT_SENTENCE
 from explorer.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
-from explorer.whatif import edits_for
+from explorer import whatif as W
 from model import edits, presets
 from model.config import ModelConfig
 from model.generate import next_token_probs
@@ -80,7 +80,7 @@ def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
 def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_text_says():
     """WHATIF_TEXT "Let every word look ahead ... in every head"; change_words "can also see the {n} token(s) after it"."""
     v = bundled_view("tinytales")
-    changes, causal = edits_for(v.bundle.model.cfg, ("lift_mask",))
+    changes, causal = W.LIFT_MASK.edits(v.bundle.model.cfg), W.LIFT_MASK.causal
     assert not changes and causal is False
     after = v.bundle.model.run(v.prepared.ids, causal=False)
     T = len(v.tokens)
@@ -88,7 +88,7 @@ def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_te
         ahead = after[f"blocks.{layer}.attn.pattern"][0].triu(1).sum((-2, -1))     # (H,) weight on later tokens
         assert (ahead > 0).all()
     for position in (0, 4, T - 1):
-        text = A.change_words(v, v.trace, after, ("lift_mask",), position=position)
+        text = A.change_words(v, v.trace, after, W.LIFT_MASK, position=position)
         later = int((after["blocks.0.attn.pattern"][0, 0, position, position + 1:] > 0).sum())
         if position < T - 1:
             assert f"the {later} token(s) after it" in text

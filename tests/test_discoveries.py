@@ -10,6 +10,7 @@ from conftest import figure_titled, open_page, page_text, plotly_figures
 from explorer import attention as A
 from explorer import discoveries as D
 from explorer import positions as P
+from explorer import whatif as W
 from explorer.steps import BY_SLUG, DISCOVER, neighbours
 from explorer.training import PRESETS, new_run
 from model import edits
@@ -144,7 +145,7 @@ def test_the_knockout_head_hurts_the_choice_of_it_or_they_most(tinytales, cards)
     looks = pattern_of(tinytales, words, layer, head)[len(words) - 1, 1]         # "because" -> "cats"
     assert f"**{float(looks):.2f}** of its attention on “cats”" in card.reveal
     assert card.target.section == A.SECTIONS[4] and card.target.token == len(words) - 1
-    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == ("knock_out_head", layer, head)
+    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == W.knock_out_head(layer, head)
 
 
 def test_the_agreement_head_carries_the_subject_across_the_phrase(tinytales, cards):
@@ -228,7 +229,7 @@ def test_the_scaling_card_measures_sharper_attention_without_the_square_root(tin
     token = int(change.max(-1).values.argmax())
     assert card.target.token == token and f"at most **{float(change[token].max()):.2f}**" in card.reveal
     assert f"√K = √{model.cfg.d_head} = {model.cfg.d_head ** 0.5:g}" in card.story
-    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == ("remove_scaling",)
+    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == W.REMOVE_SCALING
 
 
 def test_the_diverging_card_reports_a_real_run_of_the_preset():
@@ -400,7 +401,7 @@ def test_show_me_on_the_scaling_card_opens_the_what_if_without_the_square_root(c
     guess_and_reveal(at, "scaling")
     at.button(key="discovery_show_scaling").click().run()
     assert not at.exception and at.session_state["_page"] == "attention"
-    assert A.experiments(0, 0)[at.radio(key="attention_whatif").value] == ("remove_scaling",)
+    assert A.experiments(0, 0)[at.radio(key="attention_whatif").value] == W.REMOVE_SCALING
     assert at.session_state["token"] == card.target.token
     assert f"largest change of any word's probability is **{card.facts['change']:.2f}**" in page_text(at)
 

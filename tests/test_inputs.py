@@ -31,3 +31,12 @@ def test_unknown_words_and_emoji_are_counted_and_marked():
 def test_a_normal_sentence_has_no_notices():
     prepared = prepare_text(TALES, "the cat sat on the mat because it was tired", 32)
     assert prepared.notices == [] and len(prepared.ids) == 10
+
+
+def test_a_model_with_a_longer_context_than_is_shown_says_both():
+    text = " ".join(["the cat sat on the mat because it was tired ."] * 8)          # 88 tokens
+    prepared = prepare_text(TALES, text, 64, context=1024)
+    assert prepared.ids == TALES.encode(text)[-64:] and prepared.dropped == 24
+    assert "88 tokens long" in prepared.notices[0] and "1,024" in prepared.notices[0]
+    assert "last 64" in prepared.notices[0]
+    assert prepare_text(TALES, text, 16, context=16).context is None                  # the model's own limit

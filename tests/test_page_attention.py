@@ -10,7 +10,7 @@ from conftest import decode, figure_titled, open_page, page_text, plotly_figures
 from explorer import attention as A
 from explorer.plot import token_label
 from explorer.state import DEFAULT_SENTENCE, View
-from explorer.whatif import edits_for
+from explorer import whatif as W
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -195,10 +195,10 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
     model, tr = tinytales().model, default_trace()
     ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
     vocab = tinytales().tokenizer.vocab
-    for choice, experiment in enumerate([("knock_out_head", 1, 2), ("remove_scaling",), ("lift_mask",)]):
+    for choice, experiment in enumerate([W.knock_out_head(1, 2), W.REMOVE_SCALING, W.LIFT_MASK]):
         at.radio(key="attention_whatif").set_value(choice).run()
         assert not at.exception
-        changes, causal = edits_for(model.cfg, experiment)
+        changes, causal = experiment.edits(model.cfg), experiment.causal
         after = torch.softmax(model.run(ids, edits=changes, causal=causal)["logits"][0, 6], -1)
         before = torch.softmax(tr["logits"][0, 6], -1)
         figure = figure_titled(at, "Next-token probabilities: before and after")

@@ -9,7 +9,7 @@ from conftest import (assert_each_section_draws_only_its_charts, decode, figure_
                       plotly_figures, show_section, type_text)
 from explorer import feedforward as ff
 from explorer.state import DEFAULT_SENTENCE, View
-from explorer.whatif import edits_for
+from explorer import whatif as W
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -116,7 +116,7 @@ def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
     assert not at.exception
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
-    changes, _ = edits_for(bundle.model.cfg, ("skip_mlp", 1))
+    changes = W.skip_mlp(1).edits(bundle.model.cfg)
     before = torch.softmax(bundle.model.run(ids)["logits"][0, 3], -1)
     after = torch.softmax(bundle.model.run(ids, edits=changes)["logits"][0, 3], -1)
     bars = figure_titled(at, "Next-token probabilities: before and after")["data"]

@@ -14,6 +14,7 @@ import torch
 from conftest import open_page, page_text, plotly_figures, show_section, type_text
 from explorer import state
 from explorer.attention import experiments, whatif_text
+from explorer.whatif import REMOVE_SCALING
 from explorer.export import file_name, trace_npz
 from explorer.steps import LAB, STEPS
 from model.checkpoint import load_bundled
@@ -104,10 +105,10 @@ def test_the_scaling_what_if_states_the_factor_it_applies():
     ratio = edited["blocks.0.attn.scores"] / plain["blocks.0.attn.scores"]
     factor = float(ratio.median())
     assert factor == pytest.approx(math.sqrt(cfg.d_head), rel=1e-5)        # 4 for K = 16, not 16
-    text = whatif_text(("remove_scaling",), cfg.d_head)
+    text = whatif_text(REMOVE_SCALING, cfg.d_head)
     assert f"{factor:g} times larger" in text and f"√{cfg.d_head}" in text
     at = show_section(open_page("attention"), "attention", SECTIONS["attention"][4])
-    at.radio(key="attention_whatif").set_value(experiments(0, 0).index(("remove_scaling",))).run()
+    at.radio(key="attention_whatif").set_value(experiments(0, 0).index(REMOVE_SCALING)).run()
     assert "4 times larger" in page_text(at)
 
 

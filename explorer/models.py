@@ -1,0 +1,70 @@
+"""The models a visitor can pick: the bundled tiny ones, GPT-2 small (downloaded once), and the session's own.
+
+Each is loaded once per server and shared read-only by every visitor (`st.cache_resource`), except the
+session's own models (trained in the lab or uploaded), which live in `st.session_state["trained_models"]`.
+GPT-2 is only loaded when someone picks it, so the app starts as fast as before, and only one large model is
+in memory at a time.
+"""
+from pathlib import Path
+
+import streamlit as st
+
+from model import hub
+from model.checkpoint import BUNDLED, Bundle, load_bundled
+
+PRETRAINED = {"gpt2": hub.GPT2}          # picker name -> what to download
+CACHE_DIR: str | Path | None = None      # the Hugging Face cache (None: its standard place; tests set their own)
+UNAVAILABLE = "_pretrained_unavailable"  # session key: {name: why it could not be had}
+
+
+@st.cache_resource(show_spinner="Loading the model ...")
+def bundled_model(name: str) -> Bundle:
+    """A bundled model, loaded once per server and shared read-only by every visitor."""
+    return load_bundled(name)
+
+
+@st.cache_resource(max_entries=1, show_spinner="Loading GPT-2 small into memory (once per server, a few seconds) ...")
+def pretrained_model(name: str, directory: str) -> Bundle:
+    """A pretrained model from its downloaded files; one at a time (max_entries=1) bounds the server's memory."""
+    from model.pretrained import load_pretrained           # only when someone picks one
+    return load_pretrained(directory)
+
+
+def model_names() -> list[str]:
+    """Bundled models, the pretrained ones, then the models this session trained or uploaded."""
+    return [*BUNDLED, *PRETRAINED, *st.session_state.get("trained_models", {})]
+
+
+def label(name: str) -> str:
+    """What the picker shows for model `name`."""
+    if name in PRETRAINED:
+        return f"{PRETRAINED[name].label} (real, 124M parameters)"
+    return name
+
+
+def ensure_files(name: str) -> str | None:
+    """Make sure pretrained model `name`'s files are on disk, downloading them once with a progress bar in the
+    sidebar; returns None when they are there, else why not (in plain words)."""
+    spec = PRETRAINED[name]
+    if hub.cached(spec, CACHE_DIR) is not None:
+        return None
+    with st.sidebar.status(f"Downloading {spec.label} once for this server (about 550 MB) ...", expanded=True) as box:
+        bar = st.progress(0.0, text="Asking the Hugging Face hub ...")
+        try:
+            hub.fetch(spec, CACHE_DIR, progress=lambda done, total, file: bar.progress(
+                done / total, text=f"{file} ({done + 1} of {total})" if file else "Done."))
+        except hub.HubUnavailable as problem:
+            box.update(label=f"{spec.label} is not available here", state="error", expanded=False)
+            return str(problem)
+        box.update(label=f"{spec.label} downloaded", state="complete", expanded=False)
+    return None
+
+
+def get_bundle(name: str) -> Bundle:
+    """The model named `name` in the picker (a pretrained model must have its files: see ensure_files)."""
+    trained = st.session_state.get("trained_models", {})
+    if name in trained:
+        return trained[name]
+    if name in PRETRAINED:
+        return pretrained_model(name, str(hub.cached(PRETRAINED[name], CACHE_DIR)))
+    return bundled_model(name)

@@ -1,0 +1,113 @@
+"""The view every page draws from, and the small helpers around it (no Streamlit: figure builders and tests
+import this module alone).
+
+A view is one model reading one sentence: the model's bundle, the sentence as it was typed and as the
+model read it, the trace of that reading and presenter mode. Its `key` names the model for every cache
+(see explorer/cache.py).
+"""
+import re
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from threading import Lock
+
+import torch
+
+from model.checkpoint import Bundle
+from model.inputs import Prepared
+from model.transformer import Trace
+
+DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
+# A sentence each bundled model knows every word of, offered when the typed one has unknown words.
+EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue"}
+MAX_CHARS = 2000
+
+NOT_FINITE = ("This model's weights contain NaN or infinite values, so every number it computes would be "
+              "meaningless. That happens when training diverges (a learning rate that is too high) or a model "
+              "file is broken. Pick another model in the sidebar.")
+OVERFLOW = ("This sentence makes the model's numbers overflow (NaN or infinity appear in its forward pass), so "
+            "there is nothing meaningful to show. Try another sentence or another model.")
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def quote(text: str) -> str:
+    """User text made safe for Markdown: every special character escaped, shown in quotes."""
+    return "“" + _MARKDOWN_SPECIAL.sub(r"\\\1", text.replace("\n", " ")) + "”"
+
+
+# One key per model object, for as long as it lives: a new object (a retrained or re-uploaded model, a
+# model loaded again after the cache was cleared) never inherits an old one's cached results. Weights never
+# change after a model reaches the picker (the lab publishes frozen copies), so the key stays valid.
+_KEYS: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+_KEYS_LOCK = Lock()
+
+
+def model_key(name: str, model: torch.nn.Module) -> str:
+    """A stable key for `model` (shown as `name`): the same object always gets the same key."""
+    with _KEYS_LOCK:
+        if model not in _KEYS:
+            _KEYS[model] = f"{name}#{uuid.uuid4().hex[:12]}"
+        return _KEYS[model]
+
+
+@dataclass
+class View:
+    """Everything a page needs about the current view."""
+    name: str
+    bundle: Bundle
+    text: str
+    presenter: bool
+    prepared: Prepared | None = None   # None when the text cannot be read (then `problem` says why)
+    trace: Trace | None = None
+    problem: str | None = None
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """The model's cache key (explorer/cache.py)."""
+        return model_key(self.name, self.bundle.model)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """The token ids the model read (empty when the text could not be read)."""
+        return tuple(self.prepared.ids) if self.prepared else ()
+
+    @property
+    def tokens(self) -> list[str]:
+        """What the model read at each position: the token's text, `<unk>` for a word it does not know."""
+        if not self.prepared:
+            return []
+        vocab = self.bundle.tokenizer.vocab
+        return [vocab[p.id] if p.unknown else p.text for p in self.prepared.pieces]
+
+    @property
+    def typed(self) -> list[str]:
+        """What was typed at each position (differs from `tokens` only where the model read `<unk>`)."""
+        return [p.text for p in self.prepared.pieces] if self.prepared else []
+
+
+def example_sentence(name: str, bundle: Bundle) -> str | None:
+    """A sentence model `name` knows every word of (bundled: EXAMPLES; trained: its probe sentence)."""
+    return EXAMPLES.get(name) or bundle.facts.get("example") or None
+
+
+def is_finite(model) -> bool:
+    """Whether every weight of `model` is a finite number (a diverged run or a broken file has NaN or inf)."""
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def trace_is_finite(trace: Trace) -> bool:
+    """Whether every value of the forward pass is a finite number (huge weights can overflow to inf or NaN)."""
+    return all(bool(torch.isfinite(value).all()) for value in trace.values())
+
+
+def most_uncertain(trace: Trace) -> int:
+    """The position whose next-token forecast is least sure (highest entropy), a default that shows something.
+
+    The first position is left out unless it is the only one: with no context, its forecast is always unsure.
+    """
+    logp = torch.log_softmax(trace["logits"][0].double(), -1)                      # (T, V)
+    entropy = -(logp.exp() * logp).nan_to_num().sum(-1)                           # (T,)
+    first = 1 if len(entropy) > 1 else 0
+    return first + int(entropy[first:].argmax())

@@ -1,0 +1,120 @@
+"""The one cache (explorer/cache.py): a key per model object, traces within a memory budget, per-model results."""
+import copy
+
+import torch
+
+from conftest import open_page, plotly_figures
+from explorer import cache
+from explorer import whatif as W
+from explorer.view import View, model_key
+from model.checkpoint import load_bundled
+from model.inputs import prepare_text
+
+TINY = load_bundled("tinytales")
+
+
+def view_of(bundle, text="the cat sat on the mat", name="tinytales") -> View:
+    v = View(name=name, bundle=bundle, text=text, presenter=False)
+    v.prepared = prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len)
+    v.trace = cache.trace(v)
+    return v
+
+
+def test_a_model_keeps_its_key_and_another_object_never_shares_it():
+    twin = copy.deepcopy(TINY)
+    assert model_key("tinytales", TINY.model) == model_key("tinytales", TINY.model)
+    assert model_key("tinytales", twin.model) != model_key("tinytales", TINY.model)    # same name, other weights
+
+
+def test_a_changed_copy_under_the_same_name_gets_its_own_trace():
+    v = view_of(TINY)
+    twin = copy.deepcopy(TINY)
+    with torch.no_grad():
+        twin.model.unembed.weight.mul_(-1.0)
+    w = view_of(twin)
+    assert cache.trace(v) is v.trace                                 # computed once, then shared
+    torch.testing.assert_close(w.trace["logits"], -v.trace["logits"])
+    torch.testing.assert_close(v.trace["logits"], TINY.model.run(v.prepared.ids)["logits"])
+
+
+def test_an_experiment_has_its_own_trace_and_equal_experiments_share_it():
+    v = view_of(TINY)
+    knocked = cache.trace(v, W.knock_out_head(0, 1))
+    assert cache.trace(v, W.knock_out_head(0, 1)) is knocked                         # equal experiment, same key
+    expected = TINY.model.run(v.prepared.ids, edits=W.knock_out_head(0, 1).edits(TINY.model.cfg))
+    torch.testing.assert_close(knocked["logits"], expected["logits"])
+    assert not torch.equal(knocked["logits"], v.trace["logits"])
+    assert cache.trace(v, W.knock_out_head(0, 0)) is not knocked
+    lifted = cache.trace(v, W.LIFT_MASK)
+    assert lifted["blocks.0.attn.pattern"][0].triu(1).sum() > 0                     # the mask really lifted
+
+
+def test_the_store_drops_the_least_recently_used_traces_past_its_budget():
+    one = TINY.model.run([1, 2, 3])
+    size = cache.trace_bytes(one)
+    store = cache.TraceStore(budget=int(2.5 * size))
+    runs = []
+
+    def run(ids):
+        return lambda: runs.append(ids) or TINY.model.run(list(ids))
+
+    for ids in [(1, 2, 3), (4, 5, 6), (1, 2, 3), (7, 8, 9)]:                # (4, 5, 6) is the oldest by now
+        store.get(ids, run(ids))
+    assert len(store) == 2 and store.used <= store.budget
+    store.get((1, 2, 3), run((1, 2, 3)))
+    store.get((4, 5, 6), run((4, 5, 6)))
+    assert runs == [(1, 2, 3), (4, 5, 6), (7, 8, 9), (4, 5, 6)]                  # only the dropped one ran again
+
+
+def test_the_store_reports_a_trace_that_overflows():
+    store = cache.TraceStore(budget=2**30)
+    broken = copy.deepcopy(TINY)
+    with torch.no_grad():
+        broken.model.embed.tok.weight.fill_(float("inf"))
+    trace, finite = store.get("broken", lambda: broken.model.run([1, 2]))
+    assert not finite and not torch.isfinite(trace["logits"]).all()
+    assert store.get("fine", lambda: TINY.model.run([1, 2]))[1]
+
+
+def test_a_figure_is_built_once_per_sentence_and_again_for_another():
+    built = []
+
+    def builder(v, trace, layer):
+        built.append((v.text, layer))
+        return float(trace[f"blocks.{layer}.resid_post"].sum())
+
+    a, b = view_of(TINY, "the cat sat"), view_of(TINY, "the dog ran")
+    first = cache.figure(builder, a, 1)
+    assert cache.figure(builder, a, 1) == first and built == [("the cat sat", 1)]
+    cache.figure(builder, b, 1)
+    cache.figure(builder, a, 0)
+    assert built == [("the cat sat", 1), ("the dog ran", 1), ("the cat sat", 0)]
+    assert first == float(a.trace["blocks.1.resid_post"].sum())
+
+
+def test_per_model_results_follow_the_model_object():
+    calls = []
+    compute = lambda bundle: calls.append(bundle) or bundle.model.cfg.d_model    # noqa: E731
+    twin = copy.deepcopy(TINY)
+    assert cache.per_model(compute, "tinytales", TINY) == TINY.model.cfg.d_model
+    cache.per_model(compute, "tinytales", TINY)
+    cache.per_model(compute, "tinytales", twin)
+    assert [id(b) for b in calls] == [id(TINY), id(twin)]
+
+
+def test_two_session_models_with_one_name_show_their_own_numbers():
+    """Two visitors' uploads may share a name; each page must show its own model's trace."""
+    flipped = copy.deepcopy(TINY)
+    with torch.no_grad():
+        flipped.model.unembed.weight.mul_(-1.0)
+    seen = []
+    for bundle in (copy.deepcopy(TINY), flipped):
+        at = open_page("home")
+        at.session_state["trained_models"] = {"upload: same.safetensors": bundle}
+        at.run()
+        at.selectbox(key="model").set_value("upload: same.safetensors").run()
+        at.switch_page("pages/prediction.py").run()
+        assert not at.exception
+        seen.append(at.session_state["view"].trace["logits"])
+        assert len(plotly_figures(at)) >= 1
+    torch.testing.assert_close(seen[1], -seen[0])
