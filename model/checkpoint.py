@@ -35,8 +35,15 @@ class Bundle:
                 "tokenizer": self.tokenizer.to_dict(), "facts": self.facts}
 
 
+TIED = "unembed.weight"          # with tie_embeddings it is embed.tok.weight: stored once (safetensors
+                                 # refuses two names for one tensor) and tied again on loading
+
+
 def _tensors(model: TransformerLM) -> dict[str, torch.Tensor]:
-    return {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if model.cfg.tie_embeddings:
+        del tensors[TIED]
+    return tensors
 
 
 def save(bundle: Bundle, stem: str | Path) -> None:
@@ -89,6 +96,8 @@ def from_parts(document: dict, tensors: dict[str, torch.Tensor]) -> Bundle:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model expects {cfg.vocab_size}")
     model = TransformerLM(cfg)
     expected = model.state_dict()
+    if cfg.tie_embeddings:
+        del expected[TIED]
     if set(tensors) != set(expected):
         missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
         raise ValueError(f"the weights do not fit this config (missing: {sorted(missing)[:5]}, unexpected: {sorted(extra)[:5]})")
@@ -98,6 +107,8 @@ def from_parts(document: dict, tensors: dict[str, torch.Tensor]) -> Bundle:
                              f"expected {tuple(expected[name].shape)} float32")
         if not torch.isfinite(tensor).all():
             raise ValueError(f"weight {name} contains NaN or infinite values")
+    if cfg.tie_embeddings:
+        tensors = {**tensors, TIED: tensors["embed.tok.weight"]}
     model.load_state_dict(tensors, strict=True)
     facts = document.get("facts") or {}
     if not isinstance(facts, dict):

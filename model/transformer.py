@@ -89,9 +89,9 @@ class Trace(Mapping):
 def make_norm(cfg: ModelConfig) -> nn.Module:
     """LayerNorm centres and scales each vector; RMSNorm only scales; "none" leaves it alone."""
     if cfg.norm == "layer":
-        return nn.LayerNorm(cfg.d_model, eps=1e-5)
+        return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
     if cfg.norm == "rms":
-        return nn.RMSNorm(cfg.d_model, eps=1e-5)
+        return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
     return nn.Identity()
 
 
@@ -176,7 +176,7 @@ class FeedForward(nn.Module):
         self.cfg, self.name = cfg, name
         self.W_in = nn.Linear(cfg.d_model, cfg.d_ff)
         self.W_out = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        self.act = {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh")}[cfg.activation]
 
     def forward(self, x: torch.Tensor, rec: Recorder) -> torch.Tensor:
         n = self.name
@@ -220,6 +220,8 @@ class TransformerLM(nn.Module):
         self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)
+        if cfg.tie_embeddings:                 # GPT-2: the same matrix reads tokens in and scores them out
+            self.unembed.weight = self.embed.tok.weight
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -91,3 +91,32 @@ def test_unknown_bundled_name_is_refused():
     with pytest.raises(ValueError, match="no bundled model called 'gpt5'"):
         load_bundled("gpt5")
     assert checkpoint.BUNDLED[0] == "tinytales"
+
+
+def tied_bundle() -> Bundle:
+    tokenizer = WordTokenizer.from_texts(["the cat sat on the mat"])
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=tokenizer.vocab_size, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                                      max_len=8, pos="learned", activation="gelu_tanh", tie_embeddings=True))
+    with torch.no_grad():
+        model.embed.tok.weight.mul_(20.0)                       # large enough that a lost tie shows in logits
+    return Bundle(model.eval(), tokenizer, {})
+
+
+def test_a_tied_unembedding_is_stored_once_and_tied_again(tmp_path):
+    tied = tied_bundle()
+    save(tied, tmp_path / "tied")
+    stored = load_tensors((tmp_path / "tied.safetensors").read_bytes())
+    assert "unembed.weight" not in stored and "embed.tok.weight" in stored
+    for again in (load(tmp_path / "tied"), from_bytes(to_bytes(tied))):
+        assert again.model.unembed.weight is again.model.embed.tok.weight
+        assert again.model.cfg.tie_embeddings and again.model.cfg.activation == "gelu_tanh"
+        torch.testing.assert_close(again.model.predict(TOKENS), tied.model.predict(TOKENS), rtol=0, atol=0)
+
+
+def test_an_old_document_without_the_new_config_fields_still_loads(bundle, tmp_path):
+    save(bundle, tmp_path / "old")
+    document = json.loads((tmp_path / "old.json").read_text())
+    del document["config"]["tie_embeddings"], document["config"]["norm_eps"]
+    (tmp_path / "old.json").write_text(json.dumps(document))
+    assert torch.equal(load(tmp_path / "old").model.predict(TOKENS), bundle.model.predict(TOKENS))

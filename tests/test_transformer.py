@@ -57,9 +57,9 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
         if cfg.norm == "layer":
             mean = x.mean(-1, keepdims=True)
             var = ((x - mean) ** 2).mean(-1, keepdims=True)
-            return (x - mean) / np.sqrt(var + EPS) * W[f"{prefix}.weight"] + W[f"{prefix}.bias"]
+            return (x - mean) / np.sqrt(var + cfg.norm_eps) * W[f"{prefix}.weight"] + W[f"{prefix}.bias"]
         if cfg.norm == "rms":
-            return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + EPS) * W[f"{prefix}.weight"]
+            return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + cfg.norm_eps) * W[f"{prefix}.weight"]
         return x
 
     def heads(x):                                                        # (b, t, d) -> (b, h, t, k)
@@ -68,6 +68,8 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
     def activation(x):
         if cfg.activation == "relu":
             return np.maximum(x, 0.0)
+        if cfg.activation == "gelu_tanh":                                # GPT-2's approximation
+            return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
     tok = W["embed.tok.weight"][tokens] * (math.sqrt(d) if cfg.embed_scale else 1.0)
@@ -400,7 +402,7 @@ def test_heads_must_divide_the_width():
     ("pos", "rotary", "pos must be one of sinusoidal, learned, none"),
     ("norm", "batch", "norm must be one of layer, rms, none"),
     ("norm_position", "middle", "norm_position must be one of pre, post"),
-    ("activation", "tanh", "activation must be one of relu, gelu"),
+    ("activation", "tanh", "activation must be one of relu, gelu, gelu_tanh"),
     ("vocab_size", 0, "vocab_size must be between 1"),
     ("d_model", -4, "d_model must be between 1"),
     ("n_heads", 0, "n_heads must be between 1"),
@@ -412,6 +414,10 @@ def test_heads_must_divide_the_width():
     ("dropout", 1.0, "dropout must be at least 0 and below 1"),
     ("dropout", -0.1, "dropout must be at least 0 and below 1"),
     ("embed_scale", "yes", "embed_scale must be true or false"),
+    ("tie_embeddings", 1, "tie_embeddings must be true or false"),
+    ("norm_eps", 0.0, "norm_eps must be a small positive number"),
+    ("norm_eps", "1e-5", "norm_eps must be a small positive number"),
+    ("vocab_size", 51_201, "vocab_size must be between 1 and 51200"),
 ])
 def test_a_bad_config_value_is_refused_by_name(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -452,3 +458,28 @@ def test_run_refuses_an_edit_on_a_name_the_trace_does_not_have():
 def test_an_edit_that_returns_the_wrong_shape_is_refused(edit, got):
     with pytest.raises(ValueError, match=rf"edit for blocks.0.attn.out must return a tensor of shape \(1, 3, 12\), got {got}"):
         make_model().run([1, 2, 3], edits={"blocks.0.attn.out": edit})
+
+
+def test_a_config_from_before_the_gpt2_fields_takes_their_defaults():
+    old = ModelConfig().to_dict()
+    del old["tie_embeddings"], old["norm_eps"]                   # as model/checkpoints/*.json were written
+    cfg = ModelConfig.from_dict(old)
+    assert cfg.tie_embeddings is False and cfg.norm_eps == 1e-5
+
+
+def test_gpt2_small_fits_the_limits():
+    cfg = ModelConfig(vocab_size=50_257, d_model=768, n_heads=12, n_layers=12, d_ff=3072, max_len=1024,
+                      pos="learned", activation="gelu_tanh", tie_embeddings=True)
+    assert cfg.d_head == 64
+
+
+@pytest.mark.parametrize("eps", [1e-5, 0.05])
+def test_tied_embeddings_and_tanh_gelu_match_the_reference(eps):
+    model = make_model(tie_embeddings=True, activation="gelu_tanh", pos="learned", norm_eps=eps)
+    assert model.unembed.weight is model.embed.tok.weight                       # one matrix, two uses
+    tokens = random_tokens()
+    trace, expected = model.run(tokens), reference_forward(model, tokens)
+    for name, value in expected.items():
+        np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5, err_msg=name)
+    exact_gelu = make_model(tie_embeddings=True, activation="gelu", pos="learned", norm_eps=eps)
+    assert not torch.allclose(exact_gelu.run(tokens)["blocks.0.mlp.post"], trace["blocks.0.mlp.post"], atol=1e-6)
