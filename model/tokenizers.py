@@ -21,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 UNK = "<unk>"
+START = "<|endoftext|>"       # GPT-2's separator between documents, so also what it saw before each one
 
 
 class Piece(NamedTuple):
@@ -250,7 +251,12 @@ class BPETokenizer(Tokenizer):
         return self._hf.encode(_clean(text)).ids
 
     def decode(self, ids: list[int]) -> str:
-        return self._hf.decode(self._check_ids(ids))
+        return self._hf.decode(self._check_ids(ids), skip_special_tokens=False)
+
+    @property
+    def start_id(self) -> int | None:
+        """The id of GPT-2's <|endoftext|>, which it saw between documents in training (None if there is none)."""
+        return self._hf.token_to_id(START)
 
     def pieces(self, text: str) -> list[Piece]:
         enc = self._hf.encode(_clean(text))
@@ -295,17 +301,34 @@ def _bpe_from_json(tokenizer_json) -> BPETokenizer:
     except Exception as e:  # the library raises its own exception types
         raise ValueError(f"tokenizer_json is not a valid Hugging Face tokenizer: {e}") from None
     model, pre, dec = spec.get("model") or {}, spec.get("pre_tokenizer") or {}, spec.get("decoder") or {}
+    post = spec.get("post_processor") or {"type": "ByteLevel"}
     if model.get("type") != "BPE" or model.get("dropout") or pre.get("type") != "ByteLevel" \
             or pre.get("add_prefix_space") or dec.get("type") != "ByteLevel" \
-            or spec.get("normalizer") or spec.get("post_processor") or spec.get("added_tokens"):
-        raise ValueError("tokenizer_json must be a plain byte-level BPE tokenizer "
-                         "(BPE model, ByteLevel pre-tokenizer and decoder, nothing else)")
+            or spec.get("normalizer") or post.get("type") != "ByteLevel" or not _plain_specials(spec, model):
+        raise ValueError("tokenizer_json must be a plain byte-level BPE tokenizer (BPE model, ByteLevel "
+                         "pre-tokenizer, decoder and post-processor, special tokens only from its vocabulary)")
     if not set(BYTE_OF) <= set(hf.get_vocab()):
         raise ValueError("the BPE vocabulary must contain all 256 bytes")
     tok = BPETokenizer(hf)
     if tok.decode(tok.encode(_ROUND_TRIP_CHECK)) != _ROUND_TRIP_CHECK:
         raise ValueError("this BPE tokenizer does not give text back exactly")
     return tok
+
+
+def _plain_specials(spec: dict, model: dict) -> bool:
+    """Whether every added token is a special token already in the vocabulary (GPT-2's <|endoftext|>)."""
+    vocab = model.get("vocab") or {}
+    return all(isinstance(t, dict) and t.get("special") and vocab.get(t.get("content")) == t.get("id")
+               for t in spec.get("added_tokens") or [])
+
+
+def load_tokenizer_json(path) -> BPETokenizer:
+    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's, for one)."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"the tokenizer file could not be read: {e}") from None
+    return _bpe_from_json(text)
 
 
 TOKENIZERS = {"word": WordTokenizer, "char": CharTokenizer, "bpe": BPETokenizer}

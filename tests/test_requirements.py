@@ -31,5 +31,5 @@ def test_torch_is_the_cpu_build_and_no_cuda_packages_are_installed():
 
 def test_test_only_packages_stay_out_of_the_app_requirements():
     app = " ".join(requirement_lines("requirements.txt"))
-    assert "pytest" not in app and "hypothesis" not in app
+    assert "pytest" not in app and "hypothesis" not in app and "transformers" not in app
     assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
