@@ -16,7 +16,7 @@ from model.tokenizers import UNK
 from model.transformer import Trace
 
 from . import cache
-from .plot import as_numpy, heatmap, safe, style, token_label, visible
+from .plot import as_numpy, heatmap, safe, style, token_label, visible, window
 from .view import View, quote
 
 N_NEIGHBOURS = 8
@@ -67,15 +67,19 @@ def embedding_matrix(v: View) -> torch.Tensor:
 
 # --- this sentence's rows ----------------------------------------------------------------
 
-def rows_figure(v: View, trace: Trace) -> go.Figure:
-    """embed.tok of this sentence as a heatmap: one row per token, one column per dimension."""
+def rows_figure(v: View, trace: Trace, dims: tuple[int, int] | None = None) -> go.Figure:
+    """embed.tok of this sentence as a heatmap: one row per token, one column per dimension (a window of
+    them, `dims` = (start, stop), when there are more than DIMS_SHOWN)."""
     values = trace["embed.tok"][0]                                                   # (T, D)
     D = values.shape[1]
-    fig = heatmap(values, position_labels(v), [str(d) for d in range(D)],
-                  title=f"This sentence's embeddings: {values.shape[0]} tokens x {D} numbers",
+    shown = window(D, dims)
+    title = f"This sentence's embeddings: {values.shape[0]} tokens x {D:,} numbers"
+    if len(shown) < D:
+        title += f" (dimensions {shown.start}–{shown.stop - 1})"
+    fig = heatmap(values[:, shown.start:shown.stop], position_labels(v), [str(d) for d in shown], title=title,
                   row_title="token", col_title="dimension", value_name="value", presenter=v.presenter)
-    step = max(1, D // 16)
-    fig.update_xaxes(tickvals=list(range(0, D, step)), ticktext=[str(d) for d in range(0, D, step)])
+    step = max(1, len(shown) // 16)
+    fig.update_xaxes(tickvals=list(range(0, len(shown), step)), ticktext=[str(d) for d in shown[::step]])
     return fig
 
 
@@ -197,7 +201,7 @@ def pca_figure(v: View, pca: Pca, label_all: bool = False) -> go.Figure:
 def pca_note(v: View, pca: Pca) -> str:
     cfg = v.bundle.model.cfg
     kept = float(pca.explained.sum())
-    return (f"The embedding matrix has {cfg.vocab_size} rows of {cfg.d_model} numbers; a screen has 2 dimensions. "
+    return (f"The embedding matrix has {cfg.vocab_size:,} rows of {cfg.d_model} numbers; a screen has 2 dimensions. "
             f"PCA finds the 2 directions along which the rows differ most. They keep **{kept:.1%}** of the spread "
             f"(direction 1: {pca.explained[0]:.1%}, direction 2: {pca.explained[1]:.1%}); the rest lies in the "
             f"other {max(cfg.d_model - 2, 0)} directions, so tokens that look close here may still differ there. "
@@ -277,7 +281,7 @@ def lookup_math(v: View, trace: Trace, position: int) -> str:
     used = as_numpy(trace["embed.tok"][0, position])
     name = quote(piece.text) + (f" (read as `{UNK}`)" if piece.unknown else "")
     lines = [f"1. Token {position} is {name} with **id {token_id}**.",
-             f"2. So the model reads **row {token_id}** of the {cfg.vocab_size} x {cfg.d_model} embedding matrix.",
+             f"2. So the model reads **row {token_id}** of the {cfg.vocab_size:,} x {cfg.d_model} embedding matrix.",
              f"3. That row's first {min(MATH_VALUES, cfg.d_model)} of {cfg.d_model} numbers: `{_vector(row)}`"]
     if cfg.embed_scale:
         lines.append(f"4. This model has `embed_scale`: the row is multiplied by √{cfg.d_model} = "

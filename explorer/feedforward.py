@@ -11,12 +11,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from .plot import as_numpy, heatmap, labels, style, token_label
+from .plot import DIMS_SHOWN, as_numpy, heatmap, labels, style, token_label
 from .view import View, quote
 from . import whatif as W
 
 SLUG = "feedforward"
-MAX_NEURONS_SHOWN = 512          # wider layers are cut in the heatmap (a 1024 x 4096 grid would not draw fast)
+ALL_NEURONS_UP_TO = 256         # a wider layer (GPT-2: 3,072) shows its strongest neurons, or a window at a time
 TOP_K = 10
 
 TEXT = """\
@@ -69,6 +69,18 @@ def activation_name(view: View) -> str:
     return "ReLU" if view.bundle.model.cfg.activation == "relu" else "GELU"
 
 
+def heatmap_text(activation: str) -> str:
+    """How to read the activations heatmap for this activation ("gelu_tanh" reads like "gelu")."""
+    return HEATMAP_TEXT["relu" if activation == "relu" else "gelu"]
+
+
+def gelu(x: float, kind: str) -> float:
+    """GELU as the model computes it: exact ("gelu", with erf) or GPT-2's tanh approximation ("gelu_tanh")."""
+    if kind == "gelu_tanh":
+        return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return x * 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
 # --------------------------------------------------------------------------------------------------
 # Expand, activate, contract: the shapes
 # --------------------------------------------------------------------------------------------------
@@ -94,8 +106,8 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
     cfg = view.bundle.model.cfg
     parts = stages(view, layer)
     widest = max(s.cols for s in parts)
-    arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff}", activation_name(view),
-              f"W_out<br>{cfg.d_ff} → {cfg.d_model}"]
+    arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff:,}", activation_name(view),
+              f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"]
     shapes, notes = [], []           # collected, then added at once (one add_annotation call costs ~1 ms)
     gap, box = 1.6, 1.0
     for i, s in enumerate(parts):
@@ -135,21 +147,34 @@ def _relu_range(post: torch.Tensor, relu: bool) -> dict:
     return dict(zmin=0.0, zmax=max(float(post.max()), 1e-6)) if relu else {}
 
 
-def activations_figure(view: View, layer: int) -> go.Figure:
+def shown_neurons(post: torch.Tensor, neurons: tuple[int, int] | None) -> list[int]:
+    """The neurons (columns of post, (T, F)) a heatmap shows: `neurons` = (start, stop), or by default all
+    of them up to ALL_NEURONS_UP_TO, else the DIMS_SHOWN that fire most strongly for some token (in order)."""
+    F = post.shape[1]
+    if neurons is not None:
+        return list(range(*neurons))[:F]
+    if F <= ALL_NEURONS_UP_TO:
+        return list(range(F))
+    strongest = post.abs().amax(0).topk(DIMS_SHOWN).indices                    # (DIMS_SHOWN,)
+    return sorted(strongest.tolist())
+
+
+def activations_figure(view: View, layer: int, neurons: tuple[int, int] | None = None) -> go.Figure:
     """Tokens x neurons heatmap of mlp.post (diverging for GELU, which can be negative; Viridis for ReLU)."""
     post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
     F = post.shape[1]
-    shown = min(F, MAX_NEURONS_SHOWN)
+    shown = shown_neurons(post, neurons)
     relu = view.bundle.model.cfg.activation == "relu"
     title = (f"Neuron activations after {activation_name(view)}, layer {layer}: {len(view.tokens)} tokens × "
-             f"{F} neurons")
-    if shown < F:
-        title += f" (first {shown} shown)"
-    fig = heatmap(post[:, :shown], labels(view.tokens), [str(j) for j in range(shown)], title=title,
+             f"{F:,} neurons")
+    if len(shown) < F:
+        title += (f" (neurons {shown[0]}–{shown[-1]})" if neurons is not None
+                  else f" (the {len(shown)} that fire most)")
+    fig = heatmap(post[:, shown], labels(view.tokens), [str(j) for j in shown], title=title,
                   row_title="token", col_title="neuron", value_name="activation", signed=not relu,
                   **_relu_range(post, relu), presenter=view.presenter, height=max(300, 24 * len(view.tokens) + 140))
-    step = max(1, shown // 16)
-    fig.update_xaxes(tickvals=list(range(0, shown, step)), ticktext=[str(j) for j in range(0, shown, step)])
+    step = max(1, len(shown) // 16)
+    fig.update_xaxes(tickvals=list(range(0, len(shown), step)), ticktext=[str(j) for j in shown[::step]])
     return fig
 
 
@@ -314,7 +339,7 @@ class NeuronMath:
     traced_pre: float          # the trace's mlp.pre value
     post: float                # activation(pre), computed here
     traced_post: float
-    activation: str            # "relu" or "gelu"
+    activation: str            # "relu", "gelu" or "gelu_tanh"
 
 
 def neuron_math(view: View, layer: int, token: int, neuron: int) -> NeuronMath:
@@ -326,7 +351,7 @@ def neuron_math(view: View, layer: int, token: int, neuron: int) -> NeuronMath:
     total = float((x * w).sum())
     pre = total + bias
     kind = view.bundle.model.cfg.activation
-    post = max(pre, 0.0) if kind == "relu" else pre * 0.5 * (1 + math.erf(pre / math.sqrt(2)))
+    post = max(pre, 0.0) if kind == "relu" else gelu(pre, kind)
     return NeuronMath(token, neuron, x.tolist(), w.tolist(), bias, total, pre,
                       float(view.trace[f"{_block(layer)}.pre"][0, token, neuron]), post,
                       float(view.trace[f"{_block(layer)}.post"][0, token, neuron]), kind)
@@ -348,6 +373,11 @@ def neuron_math_latex(m: NeuronMath, shown: int = 3) -> list[str]:
     ]
     if m.activation == "relu":
         lines.append(f"\\text{{post}}_{{{j}}} = \\max(0, {m.pre:.4f}) = {m.post:.4f}")
+    elif m.activation == "gelu_tanh":                     # GPT-2's approximation of GELU
+        inner = f"\\sqrt{{2/\\pi}}\\,({m.pre:.4f} + 0.044715 \\cdot {_num(m.pre)}^3)"
+        lines.append(f"\\text{{post}}_{{{j}}} = \\text{{GELU}}(\\text{{pre}}_{{{j}}}), \\quad \\text{{GELU}}(x) \\approx "
+                     f"x \\cdot \\tfrac12\\left(1 + \\tanh\\left(\\sqrt{{2/\\pi}}\\,(x + 0.044715\\,x^3)\\right)\\right)")
+        lines.append(f"= {m.pre:.4f} \\cdot \\tfrac12\\left(1 + \\tanh\\left({inner}\\right)\\right) = {m.post:.4f}")
     else:
         erf = f"\\operatorname{{erf}}\\!\\left(\\tfrac{{{m.pre:.4f}}}{{\\sqrt 2}}\\right)"
         lines.append(f"\\text{{post}}_{{{j}}} = \\text{{GELU}}(\\text{{pre}}_{{{j}}}), \\quad \\text{{GELU}}(x) = "

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .view import View, quote
+from .view import ACTIVATION_NAMES, View, quote
 
 INTRO = """\
 A language model like this one does one thing: **given some text, it guesses the next token**.
@@ -49,7 +49,7 @@ def pipeline(view: View) -> list[Stage]:
     best = int(probs.argmax())
     return [
         Stage("tokenization", "Tokens", f"{T} tokens",
-              f"The model reads {T} token ids from a vocabulary of {V}"
+              f"The model reads {T} token ids from a vocabulary of {V:,}"
               + (f" (the last {T} of the text's {T + view.prepared.dropped})." if view.prepared.dropped else ".")),
         Stage("embedding", "Embeddings", f"{T} x {D}",
               f"Each token id picks a row of {D} learned numbers."),
@@ -58,11 +58,12 @@ def pipeline(view: View) -> list[Stage]:
               else "This model adds no position signal."),
         Stage("attention", f"Attention ({L} layers x {H} heads)", f"{H} x {T} x {T} per layer",
               f"Each head weighs the {T} tokens; each token looks only at itself and earlier tokens."),
-        Stage("feedforward", "Feed-forward", f"{T} x {D} → {T} x {F} → {T} x {D}",
-              f"Each token is expanded to {F} neurons, activated ({cfg.activation}) and contracted back."),
+        Stage("feedforward", "Feed-forward", f"{T} x {D} → {T} x {F:,} → {T} x {D}",
+              f"Each token is expanded to {F:,} neurons, activated ({ACTIVATION_NAMES[cfg.activation]}) and "
+              "contracted back."),
         Stage("residual", "Residual stream & norm", f"{T} x {D}",
               residual_detail(cfg)),
-        Stage("prediction", "Next-token probabilities", f"{V} scores",
-              f"The last position's {V} scores become probabilities: the top guess is "
+        Stage("prediction", "Next-token probabilities", f"{V:,} scores",
+              f"The last position's {V:,} scores become probabilities: the top guess is "
               f"{quote(view.bundle.tokenizer.vocab[best])} at {probs[best]:.0%}."),
     ]

@@ -6,6 +6,7 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 import streamlit as st
 
 from .state import link_to, section_key
+from .plot import DIMS_SHOWN
 from .view import View, quote  # noqa: F401  (pages import quote from here)
 from .steps import BY_SLUG, neighbours
 
@@ -125,6 +126,20 @@ def layer_picker(view: View, where=st) -> int:
 def head_picker(view: View, where=st) -> int:
     return where.selectbox("Head", range(view.bundle.model.cfg.n_heads), key="head",
                            help="Each attention head looks for its own kind of relationship between tokens.")
+
+
+def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st) -> tuple[int, int]:
+    """(start, stop) of the `n` columns a wide heatmap shows: all of them when they fit, else a window of
+    DIMS_SHOWN picked here (every one of them can be seen, a window at a time, or all at once)."""
+    if n <= DIMS_SHOWN:
+        return 0, n
+    starts = list(range(0, n, DIMS_SHOWN))
+    options = [*starts, -1]
+    start = where.selectbox(f"{what.capitalize()} shown", options, key=key,
+                            format_func=lambda s: f"all {n:,}" if s < 0 else f"{s}–{min(s + DIMS_SHOWN, n) - 1}",
+                            help=f"This model has {n:,} {what}: a heatmap shows {DIMS_SHOWN} at a time so each cell "
+                                 "can be read. Pick another window, or all of them at once.")
+    return (0, n) if start < 0 else (start, min(start + DIMS_SHOWN, n))
 
 
 def token_picker(view: View, where=st, label: str = "Token") -> int:

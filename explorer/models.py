@@ -38,7 +38,7 @@ def model_names() -> list[str]:
 def label(name: str) -> str:
     """What the picker shows for model `name`."""
     if name in PRETRAINED:
-        return f"{PRETRAINED[name].label} (real, 124M parameters)"
+        return f"{PRETRAINED[name].label} (124M)"
     return name
 
 

@@ -59,6 +59,16 @@ def style(fig: go.Figure, presenter: bool = False, height: int | None = None) ->
     return fig
 
 
+DIMS_SHOWN = 64       # columns a wide heatmap shows at once (GPT-2's 768 dimensions would be a barcode)
+
+
+def window(n: int, dims: tuple[int, int] | None) -> range:
+    """The columns to draw out of `n`: `dims` as (start, stop), by default the first DIMS_SHOWN."""
+    start, stop = dims if dims is not None else (0, DIMS_SHOWN)
+    start = min(max(0, start), max(n - 1, 0))
+    return range(start, min(n, max(stop, start + 1)))
+
+
 def heatmap(values, rows: list[str], cols: list[str], *, title: str = "", row_title: str = "",
             col_title: str = "", value_name: str = "value", signed: bool = True,
             zmin: float | None = None, zmax: float | None = None, text: bool = False,

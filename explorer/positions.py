@@ -20,7 +20,7 @@ from model.transformer import Trace, TransformerLM
 
 from . import cache
 from . import whatif as W
-from .plot import heatmap, labels, safe, style, token_label
+from .plot import heatmap, labels, safe, style, token_label, window
 from .view import View, quote
 
 # --- explanations -------------------------------------------------------------------------------
@@ -66,7 +66,7 @@ def intro(cfg: ModelConfig) -> str:
 
 def kind_caption(cfg: ModelConfig) -> str:
     return {"sinusoidal": f"Position signal: sinusoidal (fixed waves, {cfg.d_model} per position).",
-            "learned": f"Position signal: learned (a trained table of {cfg.max_len} rows of {cfg.d_model} numbers).",
+            "learned": f"Position signal: learned (a trained table of {cfg.max_len:,} rows of {cfg.d_model} numbers).",
             "none": "Position signal: none. This model has no position signal."}[cfg.pos]
 
 
@@ -137,46 +137,55 @@ def cosine_matrix(vectors: torch.Tensor) -> np.ndarray:
     return (unit @ unit.T).numpy()
 
 
-def _dim_labels(D: int) -> list[str]:
-    return [str(d) for d in range(D)]
+def _dim_labels(shown: range) -> list[str]:
+    return [str(d) for d in shown]
 
 
-def _thin_ticks(fig: go.Figure, n: int) -> None:
+def _window_note(shown: range, n: int) -> str:
+    return f" (dimensions {shown.start}–{shown.stop - 1} of {n:,})" if len(shown) < n else ""
+
+
+def _thin_ticks(fig: go.Figure, shown: range) -> None:
     """Label every 8th (or 4th) dimension when there are many, so numbers do not overlap."""
+    n = len(shown)
     if n > 24:
         step = 8 if n > 64 else 4
-        fig.update_xaxes(tickvals=list(range(0, n, step)), ticktext=[str(d) for d in range(0, n, step)])
+        fig.update_xaxes(tickvals=list(range(0, n, step)), ticktext=[str(d) for d in shown[::step]])
 
 
 # --- figures --------------------------------------------------------------------------------------
 
 
-def added_figure(v: View, trace: Trace) -> go.Figure:
-    """T x D heatmap of the position vectors actually added to this sentence (trace embed.pos)."""
+def added_figure(v: View, trace: Trace, dims: tuple[int, int] | None = None) -> go.Figure:
+    """T x D heatmap of the position vectors actually added to this sentence (trace embed.pos); a window of
+    dimensions `dims` = (start, stop) when there are more than DIMS_SHOWN."""
     pos = trace["embed.pos"][0]                                        # (T, D)
-    D = pos.shape[1]
-    fig = heatmap(pos, labels(v.tokens), _dim_labels(D), title="Position vectors added to your sentence",
+    shown = window(pos.shape[1], dims)
+    fig = heatmap(pos[:, shown.start:shown.stop], labels(v.tokens), _dim_labels(shown),
+                  title="Position vectors added to your sentence" + _window_note(shown, pos.shape[1]),
                   row_title="position", col_title="dimension", value_name="position value",
                   presenter=v.presenter, height=max(240, 26 * pos.shape[0] + 130))
-    _thin_ticks(fig, D)
+    _thin_ticks(fig, shown)
     return fig
 
 
 MAX_TABLE_ROWS = 128
 
 
-def table_figure(v: View, trace: Trace) -> go.Figure | None:
+def table_figure(v: View, trace: Trace, dims: tuple[int, int] | None = None) -> go.Figure | None:
     """The model's whole position table (up to MAX_TABLE_ROWS positions), with the sentence's rows boxed."""
     table = position_table(v.bundle.model)
     if table is None:
         return None
     rows = min(table.shape[0], MAX_TABLE_ROWS)
-    D, T = table.shape[1], trace["tokens"].shape[1]
+    shown = window(table.shape[1], dims)
+    D, T = len(shown), trace["tokens"].shape[1]
     what = "sinusoidal: fixed waves" if v.bundle.model.cfg.pos == "sinusoidal" else "learned in training"
-    fig = heatmap(table[:rows], [str(p) for p in range(rows)], _dim_labels(D),
-                  title=f"The whole position table ({what})", row_title="position", col_title="dimension",
+    fig = heatmap(table[:rows, shown.start:shown.stop], [str(p) for p in range(rows)], _dim_labels(shown),
+                  title=f"The whole position table ({what})" + _window_note(shown, table.shape[1]),
+                  row_title="position", col_title="dimension",
                   value_name="position value", presenter=v.presenter, height=min(900, max(300, 14 * rows + 130)))
-    _thin_ticks(fig, D)
+    _thin_ticks(fig, shown)
     if rows > 24:
         fig.update_yaxes(tickvals=list(range(0, rows, 4)), ticktext=[str(p) for p in range(0, rows, 4)])
     fig.add_shape(type="rect", x0=-0.5, x1=D - 0.5, y0=-0.5, y1=min(T, rows) - 0.5,
@@ -235,16 +244,17 @@ def curves_figure(v: View, trace: Trace, dims: list[int]) -> go.Figure | None:
     return style(fig, v.presenter, 420)
 
 
-def sum_figure(v: View, trace: Trace, position: int) -> go.Figure:
+def sum_figure(v: View, trace: Trace, position: int, dims: tuple[int, int] | None = None) -> go.Figure:
     """Three rows for one token: its token vector, its position vector, and their sum (the input)."""
     rows = torch.stack([trace["embed.tok"][0, position], trace["embed.pos"][0, position],
                         trace["embed.out"][0, position]])                  # (3, D)
     token = v.tokens[position]
-    D = rows.shape[1]
-    fig = heatmap(rows, [f"token {token}", f"+ position {position}", "= input"], _dim_labels(D),
+    shown = window(rows.shape[1], dims)
+    fig = heatmap(rows[:, shown.start:shown.stop], [f"token {token}", f"+ position {position}", "= input"],
+                  _dim_labels(shown),
                   title=f"Token + position = input, for {safe(quote_plain(token))} at position {position}",
                   col_title="dimension", value_name="value", presenter=v.presenter, height=260)
-    _thin_ticks(fig, D)
+    _thin_ticks(fig, shown)
     return fig
 
 

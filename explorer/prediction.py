@@ -237,7 +237,7 @@ def softmax_story(worked: Softmax, temperature: float, vocab_size: int) -> str:
     exp_name = "exp(logit / T − largest)" if worked.shift else "exp(logit / T)"
     return (f"For the likeliest token, {quote(row.token)}: its logit is {row.logit:.4f}; divided by the "
             f"temperature {temperature:g} that is {row['logit / T']:.4f}; {exp_name} = "
-            f"{row['exp(logit / T)']:.6g}. The same is done for all {vocab_size} tokens and the results "
+            f"{row['exp(logit / T)']:.6g}. The same is done for all {vocab_size:,} tokens and the results "
             f"add up to **{worked.total:.6g}**. So its probability is {row['exp(logit / T)']:.6g} / "
             f"{worked.total:.6g} = **{row.probability:.4f}**.")
 

@@ -46,7 +46,7 @@ like cutting a sentence into puzzle pieces, and each piece is **looked up in a d
 *vocabulary*) that gives it a number, its **token id**. From here on the model only ever sees those numbers.
 
 Where to cut is a choice. This model uses a **{KIND_NAMES[tok.kind].lower()} tokenizer**
-({KIND_ABOUT[tok.kind]}) with a vocabulary of **{tok.vocab_size} tokens**. The tabs below show your sentence
+({KIND_ABOUT[tok.kind]}) with a vocabulary of **{tok.vocab_size:,} tokens**. The tabs below show your sentence
 as tokens, how two other ways of cutting would have handled it, how BPE builds a word, and the vocabulary:
 
 - **words**: few, meaningful pieces, but any word the tokenizer never saw in training becomes `<unk>` (unknown);
@@ -359,7 +359,7 @@ def merge_caption(steps: list[MergeStep], upto: int) -> str:
 
 def merges_note(bpe: BPETokenizer, model_tok: Tokenizer) -> str:
     """Whose merges these are: the model's own, or the comparison tokenizer's."""
-    size = f"{bpe.vocab_size} tokens: 256 single bytes + {len(bpe.merges)} learned merges"
+    size = f"{bpe.vocab_size:,} tokens: 256 single bytes + {len(bpe.merges)} learned merges"
     if bpe is model_tok:
         return f"These are the model's own BPE merges ({size})."
     return (f"This BPE tokenizer ({size}) was built only for the comparison; the model itself reads "
@@ -412,20 +412,20 @@ def lookup_math(v: View, position: int) -> tuple[str, pd.DataFrame]:
                  f"2. Lowercased (the word tokenizer ignores capitals): {quote(key)}"
                  + (" (so capitals are lost: the model cannot tell them apart)" if key != piece.text else "")]
         if piece.unknown:
-            steps.append(f"3. Look it up in the {tok.vocab_size}-word vocabulary: **not found**, so it becomes "
+            steps.append(f"3. Look it up in the {tok.vocab_size:,}-word vocabulary: **not found**, so it becomes "
                          f"`<unk>` with **id {piece.id}**.")
         else:
-            steps.append(f"3. Look it up in the {tok.vocab_size}-word vocabulary: found at index **{piece.id}**, "
+            steps.append(f"3. Look it up in the {tok.vocab_size:,}-word vocabulary: found at index **{piece.id}**, "
                          f"so its token id is **{piece.id}**.")
     elif tok.kind == "char":
         steps = [f"1. The character at position {position}: {quote(visible(piece.text))}",
-                 f"2. Look it up in the {tok.vocab_size}-character vocabulary: "
+                 f"2. Look it up in the {tok.vocab_size:,}-character vocabulary: "
                  + (f"**not found**, so it becomes `<unk>` with **id {piece.id}**." if piece.unknown
                     else f"found at index **{piece.id}**, so its token id is **{piece.id}**.")]
     else:
         steps = [f"1. The piece at position {position}: {quote(visible(piece.text))}, made by BPE merges "
                  f"(see the replay above)",
-                 f"2. Its entry in the {tok.vocab_size}-token vocabulary is at index **{piece.id}**: "
+                 f"2. Its entry in the {tok.vocab_size:,}-token vocabulary is at index **{piece.id}**: "
                  f"its token id is **{piece.id}**."]
     steps.append(f"\nThe model receives only the number **{piece.id}**; the letters are gone from here on.")
     lo, hi = max(0, piece.id - 3), min(len(vocab), piece.id + 4)

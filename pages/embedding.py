@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import embedding as em
-from explorer.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.state import view
 
@@ -16,8 +16,9 @@ rows, vocabulary, similar, neighbours = sections("embedding", em.SECTIONS)
 if rows.open:
     with rows:
         st.subheader("Your sentence's rows of the embedding matrix")
-        chart(em.rows_figure(v, trace))
-        st.caption(f"Each row is one token's {cfg.d_model} learned numbers: red positive, blue negative, white near "
+        dims = dims_picker(v, cfg.d_model, "embedding_dims")
+        chart(em.rows_figure(v, trace, dims))
+        st.caption(f"Each row is one token's {cfg.d_model:,} learned numbers: red positive, blue negative, white near "
                    "0. The same word always gets the same row, wherever it stands (position is added in the next "
                    "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
         panel = math_panel("embedding")

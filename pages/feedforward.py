@@ -1,12 +1,13 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
-from explorer.feedforward import (HEATMAP_TEXT, SECTIONS, SLUG, activation_name, intro, activations_figure,
+from explorer.feedforward import (ALL_NEURONS_UP_TO, SECTIONS, SLUG, activation_name, heatmap_text, intro, activations_figure,
                                   change_in_words, experiment, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
-from explorer.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
+from explorer.plot import DIMS_SHOWN
 from explorer.state import view
 from explorer.whatif import change_figure, experiment_trace, next_token_change
 
@@ -29,9 +30,15 @@ if shapes.open:
 
 if fire.open:
     fire.subheader("Which neurons fire for which token")
-    chart(activations_figure(v, layer), fire)
-    fire.caption(f"Each row is one token, each column one of the {cfg.d_ff} neurons. "
-                 + HEATMAP_TEXT[cfg.activation] + " Hover for exact values.")
+    neurons = None
+    if cfg.d_ff > ALL_NEURONS_UP_TO:
+        strongest_first = fire.toggle(f"The {DIMS_SHOWN} neurons that fire most", value=True, key="ffn_strongest",
+                                      help=f"Off: walk through all {cfg.d_ff:,} neurons, {DIMS_SHOWN} at a time.")
+        if not strongest_first:
+            neurons = dims_picker(v, cfg.d_ff, "ffn_neurons", what="neurons", where=fire)
+    chart(activations_figure(v, layer, neurons), fire)
+    fire.caption(f"Each row is one token, each column one of the {cfg.d_ff:,} neurons. "
+                 + heatmap_text(cfg.activation) + " Hover for exact values.")
 
 if strongest.open:
     with strongest:

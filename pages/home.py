@@ -3,17 +3,17 @@ import streamlit as st
 
 from explorer.home import INTRO, pipeline
 from explorer.layout import explanation, page_header, require_trace, step_nav
-from explorer.state import view
+from explorer.state import label, view
 from explorer.steps import BY_SLUG, DISCOVER
 
 v = view()
 page_header("home", v)
-st.caption("Transformer Explorer opens up a small transformer language model. Every number is the real model's.")
+st.caption("Transformer Explorer opens up a transformer language model. Every number is the real model's.")
 explanation(v, INTRO, title="How a transformer reads a sentence")
 require_trace(v, "home")
 
 st.subheader("Your sentence, step by step")
-st.caption(f"Model: {v.name} · {v.bundle.model.cfg.n_layers} layers · d_model {v.bundle.model.cfg.d_model}")
+st.caption(f"Model: {label(v.name)} · {v.bundle.model.cfg.n_layers} layers · d_model {v.bundle.model.cfg.d_model}")
 stages = pipeline(v)
 for i, stage in enumerate(stages):
     with st.container(border=True):

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import positions as P
-from explorer.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.state import view
 
@@ -21,19 +21,20 @@ if seats.open:
         st.subheader("The seat numbers added to your sentence")
         if cfg.pos == "none":
             st.info(NO_POSITIONS, icon=":material/block:")
-        table = P.figure("table", v)
+        window = dims_picker(v, cfg.d_model, "positions_window")
+        table = P.figure("table", v, window)
         if table is None:
-            chart(P.figure("added", v))
+            chart(P.figure("added", v, window))
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one
-            yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len} positions)"],
+            yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len:,} positions)"],
                                         key="positions_rows", on_change="rerun")
             if yours.open:
-                chart(P.figure("added", v), yours)
+                chart(P.figure("added", v, window), yours)
             if everything.open:
                 chart(table, everything)
                 if cfg.max_len > P.MAX_TABLE_ROWS:
-                    everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len} positions.")
+                    everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len:,} positions.")
 
 if waves.open:
     with waves:
@@ -54,8 +55,9 @@ if waves.open:
 if sums.open:
     with sums:
         st.subheader("Token + position = input")
-        position = token_picker(v)
-        chart(P.figure("sum", v, position))
+        left, right = st.columns(2)
+        position = token_picker(v, left)
+        chart(P.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)))
         st.caption(P.sum_caption(v, trace, position))
         st.markdown(P.SUM_TEXT)
         panel = math_panel("positions")

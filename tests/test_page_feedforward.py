@@ -201,9 +201,17 @@ def test_gelu_math_matches_torch_and_wide_layers_are_cut_in_the_heatmap():
     m = ff.neuron_math(view, 0, 1, 7)
     assert m.post == pytest.approx(float(torch.nn.functional.gelu(torch.tensor(m.pre))), abs=1e-6)
     assert m.post == pytest.approx(m.traced_post, abs=1e-4)
-    fig = ff.activations_figure(view, 0)
-    assert fig.data[0].z.shape == (3, ff.MAX_NEURONS_SHOWN)
-    assert "first 512 shown" in fig.layout.title.text
+    post = view.trace["blocks.0.mlp.post"][0]                                    # (3, F)
+    fig = ff.activations_figure(view, 0)                                         # the 64 strongest
+    strongest = sorted(post.abs().amax(0).topk(64).indices.tolist())
+    assert fig.data[0].z.shape == (3, 64) and "the 64 that fire most" in fig.layout.title.text
+    np.testing.assert_allclose(decode(fig.data[0].z) if isinstance(fig.data[0].z, dict) else fig.data[0].z,
+                               post[:, strongest].numpy(), rtol=1e-6)
+    weakest = post.abs().amax(0).argmin()
+    assert int(weakest) not in strongest
+    window = ff.activations_figure(view, 0, (64, 128))                           # a window, on demand
+    np.testing.assert_allclose(window.data[0].z, post[:, 64:128].numpy(), rtol=1e-6)
+    assert "neurons 64–127" in window.layout.title.text
     assert ff.zeroed(view, 0).count == int((view.trace["blocks.0.mlp.pre"][0] < 0).sum())
 
 
