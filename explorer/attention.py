@@ -201,7 +201,8 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
             layout["shapes"].append(dict(type="rect", xref="paper", yref="paper", x0=x_domain[0], x1=x_domain[1],
                                          y0=y_domain[0], y1=y_domain[1], line=dict(color=SELECTED, width=5),
                                          name="selected head"))
-        title = f"<b>layer {l} head {h} (chosen)</b>" if chosen else f"layer {l} head {h}"
+        name = f"layer {l} head {h}" if everything else f"head {h}"          # one layer: its title names it
+        title = f"<b>{name} (chosen)</b>" if chosen else name
         layout["annotations"].append(dict(text=title, x=x0 + width / 2, y=min(1.0, top), xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom",
                                           font=dict(size=16 if v.presenter else 12,
@@ -286,6 +287,53 @@ def head_figure(v: View, layer: int, head: int, which: str):
 
 def _head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
     return HEAD_FIGURES[which](v, trace, layer, head)
+
+
+def needs_overview(cfg) -> bool:
+    """Too many heads for labelled panels (GPT-2: 144): the page adds one thumbnail map of them all."""
+    return cfg.n_layers * cfg.n_heads > MAX_PANELS
+
+
+def overview_figure(v: View, trace: Trace, layer: int = 0, head: int = 0) -> go.Figure:
+    """Every head of every layer as thumbnails in ONE heatmap, as BertViz's model view: a row of heads per
+    layer, each thumbnail that head's (T x T) pattern, a blank row and column between thumbnails, (layer,
+    head) outlined. One trace with category labels keeps the hover exact (layer, head, query, key, weight)
+    and the figure light: 144 separate heatmaps would cost the page and the browser far more.
+    """
+    cfg = v.bundle.model.cfg
+    L, H = cfg.n_layers, cfg.n_heads
+    names = [safe(t) for t in labels(v.tokens)]
+    T, step = len(names), len(names) + 1
+    patterns = torch.stack([trace[f"blocks.{l}.attn.pattern"][0] for l in range(L)]).double().numpy()  # (L, H, T, T)
+    padded = np.full((L, H, step, step), np.nan)
+    padded[:, :, :T, :T] = patterns
+    z = padded.transpose(0, 2, 1, 3).reshape(L * step, H * step)[:-1, :-1]      # (L*step-1, H*step-1)
+
+    def axis_labels(outer: str, inner: str, n: int) -> list[str]:
+        cells = [[f"{outer} {i} · {inner} {name}" for name in names] + ["\u200b" * (i + 1)] for i in range(n)]
+        return [c for block in cells for c in block][:-1]                       # gap labels are unique and blank
+
+    x, y = axis_labels("head", "key", H), axis_labels("layer", "query", L)
+    font = dict(size=16 if v.presenter else 11)
+    axis = dict(showgrid=False, zeroline=False, tickfont=font)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=y, coloraxis="coloraxis", hoverongaps=False, name="every head",
+        hovertemplate="%{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>"))
+    fig.update_layout(
+        title="Every head in every layer", coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1,
+                                                          colorbar=dict(title=dict(text="weight"))),
+        xaxis=dict(tickvals=[x[h * step + T // 2] for h in range(H)], ticktext=[f"head {h}" for h in range(H)],
+                   side="top", **axis),
+        yaxis=dict(tickvals=[y[l * step + T // 2] for l in range(L)], ticktext=[f"layer {l}" for l in range(L)],
+                   autorange="reversed", scaleanchor="x", **axis),
+        shapes=[dict(type="rect", x0=head * step - 0.5, x1=head * step + T - 0.5, y0=layer * step - 0.5,
+                     y1=layer * step + T - 0.5, line=dict(color=SELECTED, width=3), name="selected head")])
+    return style(fig, v.presenter, 760).update_layout(margin=dict(l=10, r=10, t=90, b=10))
+
+
+def every_head_figure(v: View, layer: int, head: int) -> go.Figure:
+    """overview_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
+    return cache.figure(overview_figure, v, layer, head)
 
 
 def grid_figure(v: View, layer: int, head: int) -> go.Figure:

@@ -106,12 +106,21 @@ def mass_kept(table: pd.DataFrame) -> float:
     return float(table.loc[table.kept, "pT"].sum())
 
 
+TOP_K_SLIDER_MAX = 1000      # up to this vocabulary size top-k is a plain slider over every k
+TOP_K_STEPS = [1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000]
+
+
+def top_k_steps(V: int) -> list[int]:
+    """The top-k choices for a bigger vocabulary: 1, 2, 3, 5, 10, ... and V itself (nothing cut)."""
+    return [k for k in TOP_K_STEPS if k < V] + [V]
+
+
 def kept_summary(table: pd.DataFrame) -> str:
     """One sentence: how many tokens take part and how much of the chance they had."""
     n, total, mass = int(table.kept.sum()), len(table), mass_kept(table)
     if n == total:
-        return f"All {total} tokens take part in the draw; nothing is cut."
-    return (f"{n} of {total} tokens take part in the draw. Together they had {mass:.1%} of the chance; "
+        return f"All {total:,} tokens take part in the draw; nothing is cut."
+    return (f"{n:,} of {total:,} tokens take part in the draw. Together they had {mass:.1%} of the chance; "
             f"each is divided by {mass:.4f} so that they add up to 100% again.")
 
 

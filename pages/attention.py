@@ -62,6 +62,11 @@ if who.open:
 
 if every.open:
     every.subheader("Every head in every layer")
+    if A.needs_overview(cfg):
+        chart(A.every_head_figure(v, layer, head), every)
+        every.caption(f"All {cfg.n_layers * cfg.n_heads} heads at once: one row per layer, one small square per "
+                      "head (its queries down, its keys across; hover for the exact weight). Orange: the head "
+                      "chosen above, shown larger with its neighbours below.")
     chart(A.grid_figure(v, layer, head), every)
     every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
                   "layer read the same tokens but ask different questions, so their patterns differ. Orange: the "

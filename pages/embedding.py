@@ -35,9 +35,8 @@ if vocabulary.open:
             label_all = st.checkbox("Label every token", key="embedding_label_all",
                                     help="Write every vocabulary token next to its dot (crowded for big "
                                          "vocabularies).")
-        pca = em.vocab_pca(v)
-        chart(em.pca_figure(v, pca, label_all))
-        st.caption(em.pca_note(v, pca))
+        chart(em.map_figure(v, label_all))
+        st.caption(em.pca_note(v, em.vocab_pca(v)))
 
 if similar.open:
     with similar:

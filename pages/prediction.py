@@ -3,11 +3,11 @@ import streamlit as st
 
 from explorer.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
 from explorer.plot import safe
-from explorer.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, Continuation, Settings,
+from explorer.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
                                  actual_next_story, continuation_table, continued_text, cumulative_figure,
                                  explanation_text, extend, kept_summary, logit_figure, mass_kept,
                                  probability_figure, ranking, renormalise_story, softmax_story, softmax_worked,
-                                 top_p_story, window_story)
+                                 top_k_steps, top_p_story, window_story)
 from explorer.state import MAX_CHARS, view
 from model.generate import STRATEGIES
 
@@ -32,8 +32,12 @@ else:
 temperature = left.slider("Temperature", 0.0, 3.0, 1.0, 0.05, key="prediction_temperature",
                           help="Below 1 the favourite gets even more likely; above 1 the long shots catch up. "
                                "0 always takes the favourite.")
-top_k = middle.slider("Top-k", 1, V, V, key="prediction_top_k",        # another vocabulary: back to V
-                      help=f"Only the k likeliest tokens may be drawn. {V} (the whole vocabulary) cuts nothing.")
+top_k_help = f"Only the k likeliest tokens may be drawn. {V:,} (the whole vocabulary) cuts nothing."
+if V <= TOP_K_SLIDER_MAX:
+    top_k = middle.slider("Top-k", 1, V, V, key="prediction_top_k", help=top_k_help)   # another vocabulary: back to V
+else:              # GPT-2's 50,257: a slider step of one token would make 5 or 50 impossible to pick
+    top_k = middle.select_slider("Top-k", top_k_steps(V), V, key="prediction_top_k_steps", help=top_k_help,
+                                 format_func=lambda k: f"{k:,}")
 top_p = right.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="prediction_top_p",
                      help="Only the likeliest tokens that together cover this much of the chance may be drawn. "
                           "1 cuts nothing.")
@@ -48,7 +52,7 @@ chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.
 chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
                                           f"(position {position})", actual, bars, v.presenter), chances)
 numbers = st.columns(3)
-numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum())} of {V}")
+numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum()):,} of {V:,}")
 numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
 numbers[2].metric("Favourite", quote(table.token.iloc[0]), f"{table.final.iloc[0]:.1%} after the cut",
                   delta_color="off", delta_arrow="off")
@@ -71,7 +75,7 @@ if panel.open:
         else:
             worked = softmax_worked(logits[position], vocab, temperature)
             shown_t = temperature
-        st.markdown(f"**Softmax at temperature {shown_t:g}**, for the {MATH_ROWS} likeliest of the {V} tokens:")
+        st.markdown(f"**Softmax at temperature {shown_t:g}**, for the {MATH_ROWS} likeliest of the {V:,} tokens:")
         st.latex(r"p_i = \frac{e^{z_i / T}}{\sum_{j=1}^{V} e^{z_j / T}}"
                  + (r"\quad\text{(computed as } e^{z_i/T - m}\text{, } m = \max_j z_j/T\text{, to avoid overflow)}"
                     if worked.shift else ""))

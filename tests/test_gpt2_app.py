@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
+from explorer import embedding as em
 from explorer import models
 from explorer import whatif as W
 from explorer.plot import token_label
@@ -102,12 +103,57 @@ def test_every_page_and_tab_runs_with_gpt2_and_its_figures_have_its_shapes(gpt2)
                     z = trace.get("z")
                     if z is not None:
                         shapes[(step.slug, section, _title(figure))] = np.asarray(decode(z), dtype=object).shape
+    overview = shapes.pop(("attention", "Every head", "Every head in every layer"))
+    assert overview == (12 * 33 - 1, 12 * 33 - 1)                   # 12 x 12 thumbnails of 32 x 32, blank lines between
     widths = {key: shape[-1] for key, shape in shapes.items() if len(shape) == 2}
     assert max(widths.values()) <= 64, widths                        # nothing 96 or 384 wide, nor 50,257 long
     embedding = next(s for k, s in shapes.items() if k[0] == "embedding" and "embeddings" in k[2])
     assert embedding == (32, 64)                                                     # 64 of 96 dimensions
     ffn = next(s for k, s in shapes.items() if k[0] == "feedforward" and "Neuron activations" in k[2])
     assert ffn == (32, 64)
+
+
+def test_the_every_head_map_holds_each_heads_real_pattern_at_its_place(gpt2):
+    at = open_page("attention", model="gpt2", text=LONG, layer=7, head=5)
+    show_section(at, "attention", "Every head")
+    assert not at.exception
+    figure = next(f for f in plotly_figures(at) if _title(f) == "Every head in every layer")
+    z = np.asarray(decode(figure["data"][0]["z"]), dtype=float)
+    patterns = gpt2.model.run(gpt2.tokenizer.encode(LONG))
+    for layer, head in [(0, 0), (7, 5), (11, 11), (3, 9)]:
+        block = z[layer * 33: layer * 33 + 32, head * 33: head * 33 + 32]
+        np.testing.assert_allclose(block, patterns[f"blocks.{layer}.attn.pattern"][0, head].numpy(), atol=1e-6)
+    assert np.isnan(z[32]).all() and np.isnan(z[:, 32]).all()          # the blank line between thumbnails
+    (box,) = figure["layout"]["shapes"]
+    assert (box["x0"], box["y0"]) == (5 * 33 - 0.5, 7 * 33 - 0.5)      # the chosen head is outlined
+    assert figure["layout"]["xaxis"]["ticktext"] == [f"head {h}" for h in range(12)]
+    detail = next(f for f in plotly_figures(at) if _title(f) == "Every head in layer 7")
+    assert [a["text"] for a in detail["layout"]["annotations"]][5] == "<b>head 5 (chosen)</b>"
+
+
+def test_the_vocabulary_map_draws_gpt2s_first_5000_tokens_and_the_sentence_on_the_whole_pca(gpt2):
+    at = show_section(open_page("embedding", model="gpt2", text=LONG), "embedding", "The vocabulary map")
+    assert not at.exception
+    figure = figure_titled(at, "The vocabulary on a map")
+    assert "first 5,000 of 50,257 tokens" in _title(figure)
+    grey = next(t for t in figure["data"] if t["name"] == "vocabulary")
+    red = next(t for t in figure["data"] if t["name"] == "your sentence")
+    pca = em.pca_2d(gpt2.model.embed.tok.weight)
+    np.testing.assert_allclose(decode(grey["x"]), pca.coords[:5000, 0], rtol=1e-6)
+    seen = list(dict.fromkeys(gpt2.tokenizer.encode(LONG)))
+    assert list(decode(red["customdata"])) == seen and max(seen) > 5000     # the sentence's own, even past 5,000
+    np.testing.assert_allclose(decode(red["y"]), pca.coords[seen, 1], rtol=1e-6)
+    labels = [t for t in grey["text"] if t]
+    assert 15 <= len(labels) < 1000 and not any("&lt;" in t for t in labels)   # WebGL text: shown as written
+
+
+def test_top_k_offers_steps_across_gpt2s_vocabulary(gpt2):
+    at = open_page("prediction", model="gpt2", text=LONG)
+    steps = at.select_slider(key="prediction_top_k_steps")
+    assert steps.value == 50_257 and "All 50,257 tokens take part" in page_text(at)
+    assert at.metric[0].value == "50,257 of 50,257"
+    steps.set_value(5).run()
+    assert not at.exception and "5 of 50,257 tokens take part" in page_text(at)
 
 
 def _title(figure) -> str:

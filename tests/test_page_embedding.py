@@ -231,16 +231,16 @@ def test_a_lab_model_gets_its_own_map_and_neighbours():
     assert list(decode(trace_named(figure, "your sentence")["customdata"])) == [2, 1, 3]
 
 
-def test_pca_handles_a_one_number_model_and_the_big_vocabulary_path(monkeypatch):
+def test_pca_handles_a_one_number_model_and_sums_big_vocabularies_in_chunks(monkeypatch):
     one = em.pca_2d(torch.arange(6.0)[:, None])
     assert one.coords.shape == (6, 2) and one.explained[0] == pytest.approx(1.0) and one.explained[1] == 0
     torch.manual_seed(1)
-    W = torch.randn(300, 20) @ torch.diag(torch.linspace(3, 0.1, 20))
-    exact = em.pca_2d(W)
-    monkeypatch.setattr(em, "EXACT_PCA_LIMIT", 100)                  # force the randomized path
-    approx = em.pca_2d(W)
-    assert np.allclose(approx.explained, exact.explained, atol=1e-3)
-    assert np.allclose(approx.coords, exact.coords, atol=1e-2)
+    W = torch.randn(300, 20) @ torch.diag(torch.linspace(3, 0.1, 20)) + 5.0      # off-centre, like real rows
+    coords, share = reference_pca(W.double())
+    monkeypatch.setattr(em, "PCA_CHUNK", 7)                              # many chunks, one ragged
+    chunked = em.pca_2d(W)
+    assert np.allclose(chunked.explained, share, atol=1e-9)
+    assert np.allclose(np.abs(chunked.coords), np.abs(coords), atol=1e-6)
 
 
 def test_both_pages_run_for_a_lab_model_with_a_bpe_tokenizer_and_embed_scale():
