@@ -199,9 +199,9 @@ def pca_figure(v: View, pca: Pca, label_all: bool = False) -> go.Figure:
         marker=dict(color="#BBBBBB", size=7), hovertext=hover,
         hovertemplate="%{hovertext}<br>PC 1 %{x:.4f}<br>PC 2 %{y:.4f}<extra>vocabulary</extra>"))
     where = {i: [p for p, j in enumerate(ids) if j == i] for i in seen}
-    fig.add_trace(go.Scatter(
+    fig.add_trace((go.Scattergl if gl else go.Scatter)(           # WebGL is drawn over SVG: red goes there too
         name="your sentence", x=pca.coords[seen, 0], y=pca.coords[seen, 1], mode="markers+text",
-        text=[token_label(vocab[i]) for i in seen], textposition="top center",
+        text=[visible(vocab[i]) if gl else token_label(vocab[i]) for i in seen], textposition="top center",
         textfont=dict(color="#CC3311", size=red_px),
         marker=dict(color="#CC3311", size=12, line=dict(color="white", width=1)),
         customdata=np.array(seen),

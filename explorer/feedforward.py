@@ -48,7 +48,7 @@ def intro(cfg) -> str:
     """TEXT with this model's widths: how many times wider the hidden layer is than the stream."""
     ratio = cfg.d_ff / cfg.d_model
     times = {2: "twice", 4: "four times"}.get(ratio, f"{ratio:g} times")
-    return TEXT.format(D=cfg.d_model, F=cfg.d_ff, times=times)
+    return TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}", times=times)
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
 SECTIONS = ["Expand, activate, contract", "Which neurons fire", "The strongest neurons", "Switched off",

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import torch
 import torch.nn as nn
 
+from . import cache
 from .plot import as_numpy, heatmap, labels, safe, style, token_label
 from .view import View, quote
 
@@ -431,34 +432,71 @@ class Lens:
 
 @torch.no_grad()
 def logit_lens(view: View, with_mid: bool = True) -> Lens:
-    """The top guess read from the stream at every stage, through the model's own final norm and unembedding."""
+    """The top guess read from the stream at every stage, through the model's own final norm and unembedding.
+
+    One stage at a time: GPT-2's 25 stages x 64 positions x 50,257 probabilities at once would be 320 MB."""
     model, stages = view.bundle.model, stream_stages(view, with_mid)
-    resid = torch.stack([view.trace[name][0] for name, _ in stages])        # (S, T, D)
-    probs = torch.softmax(model.unembed(model.final_norm(resid)), -1)        # (S, T, V)
-    top = probs.max(-1)
-    return Lens(stages, as_numpy(top.indices), as_numpy(top.values).astype(float))
+    ids, probs = [], []
+    for name, _ in stages:
+        logits = model.unembed(model.final_norm(view.trace[name][0]))            # (T, V)
+        top = logits.max(-1)
+        ids.append(top.indices)
+        probs.append(torch.exp(top.values - torch.logsumexp(logits, -1)))       # its softmax probability
+    return Lens(stages, as_numpy(torch.stack(ids)), as_numpy(torch.stack(probs)).astype(float))
+
+
+LENS_COLUMNS = 12       # more stages than this (GPT-2: 13 or 25) go down the rows, positions across
 
 
 def lens_figure(view: View, lens: Lens) -> go.Figure:
-    """Positions x stages (like the stream's size above): each cell is the top guess for the next token."""
+    """Positions x stages (like the stream's size above), or stages x positions for a deep model: each cell is
+    the top guess for the next token, coloured by its probability."""
     vocab = view.bundle.tokenizer.vocab
-    words = np.array([[vocab[i] for i in row] for row in lens.top_ids.T], dtype=object)       # (T, S)
-    T, S = words.shape
-    fig = heatmap(lens.top_probs.T, labels(view.tokens), [label for _, label in lens.stages],
-                  title="Logit lens: the top next-token guess read from the stream after each stage",
-                  row_title="reading position", col_title="stage", value_name="probability", signed=False,
-                  zmin=0.0, zmax=1.0, presenter=view.presenter, height=max(300, 28 * T + 150))
-    short = [[token_label(w if len(w) <= 12 else w[:11] + "…") for w in row] for row in words]
-    custom = np.dstack([np.repeat(np.array([safe(t) for t in labels(view.tokens)], dtype=object)[:, None], S, 1),
+    words = np.array([[vocab[i] for i in row] for row in lens.top_ids], dtype=object)             # (S, T)
+    S, T = words.shape
+    positions, stages = labels(view.tokens), [label for _, label in lens.stages]
+    down = S > LENS_COLUMNS
+    across = T if down else S                                                   # cells side by side
+    keep = 12 if across <= 8 else max(3, 96 // across)                           # characters that fit a cell
+    short = np.array([[token_label(w if len(w) <= keep else w[:keep - 1] + "…") for w in row] for row in words],
+                     dtype=object)
+    custom = np.dstack([np.repeat(np.array([safe(t) for t in positions], dtype=object)[None, :], S, 0),
                         np.repeat(np.array([f"{label} (trace name: {n})" for n, label in lens.stages],
-                                           dtype=object)[None, :], T, 0),
-                        np.vectorize(safe, otypes=[object])(words)])
+                                           dtype=object)[:, None], T, 1),
+                        np.vectorize(safe, otypes=[object])(words)])                             # (S, T, 3)
+    title = "Logit lens: the top next-token guess read from the stream after each stage"
+    common = dict(title=title, value_name="probability", signed=False, zmin=0.0, zmax=1.0, presenter=view.presenter)
+    if down:
+        fig = heatmap(lens.top_probs, stages, positions, row_title="stage", col_title="reading position",
+                      height=26 * S + 200, **common)
+    else:
+        fig = heatmap(lens.top_probs.T, positions, stages, row_title="reading position", col_title="stage",
+                      height=max(300, 28 * T + 150), **common)
+        short, custom = short.T, custom.transpose(1, 0, 2)
     fig.update_traces(text=short, texttemplate="%{text}", customdata=custom,
-                      textfont=dict(size=18 if view.presenter else 13),
+                      textfont=dict(size=18 if view.presenter else (13 if across <= 16 else 10)),
                       hovertemplate="reading position %{customdata[0]}<br>after %{customdata[1]}"
                                     "<br>top guess for the next token: %{customdata[2]}"
                                     "<br>probability %{z:.4f}<extra></extra>")
     return fig
+
+
+def _lens(view: View, trace, with_mid: bool) -> Lens:
+    return logit_lens(view, with_mid)
+
+
+def lens_of(view: View, with_mid: bool) -> Lens:
+    """logit_lens of the view's sentence, once per sentence (GPT-2: 25 unembeddings of 50,257 scores each)."""
+    return cache.figure(_lens, view, with_mid)
+
+
+def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
+    return lens_figure(view, lens_of(view, with_mid))
+
+
+def lens_chart(view: View, with_mid: bool) -> go.Figure:
+    """lens_figure of the view's sentence, built once per sentence."""
+    return cache.figure(_lens_chart, view, with_mid)
 
 
 def lens_in_words(view: View, lens: Lens, position: int = -1) -> str:

@@ -53,7 +53,7 @@ if neighbours.open:
         table = em.neighbours_table(v, token_id)
         chart(em.neighbours_figure(v, token_id, table))
         st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
-                   f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size}. Words the model "
+                   f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size:,}. Words the model "
                    "uses in similar places end up with similar rows.")
         panel = math_panel("embedding")
         if panel.open:

@@ -21,7 +21,7 @@ act = activation_name(v)
 picker, note = st.columns([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"Layer {layer} of {cfg.n_layers}: every token's {cfg.d_model} numbers go through "
-             f"{cfg.d_ff} neurons and come back as {cfg.d_model} numbers.")
+             f"{cfg.d_ff:,} neurons and come back as {cfg.d_model:,} numbers.")
 shapes, fire, strongest, off_section, whatif = sections(SLUG, SECTIONS)
 
 if shapes.open:
@@ -59,7 +59,7 @@ if strongest.open:
                 m = neuron_math(v, layer, token, j)
                 st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
                             f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
-                            f"with row {j} of W_in (a weight matrix of {cfg.d_ff} × {cfg.d_model}), plus a bias:")
+                            f"with row {j} of W_in (a weight matrix of {cfg.d_ff:,} × {cfg.d_model:,}), plus a bias:")
                 for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
                     st.latex(line)
                 terms = neuron_terms(m)
@@ -74,7 +74,7 @@ if off_section.open:
         off = zeroed(v, layer)
         number, words = st.columns([1, 2] if v.presenter else [1, 3], vertical_alignment="center")
         number.metric("Switched off", f"{off.share:.1%}", border=True)
-        words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff} "
+        words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff:,} "
                        f"neurons) in layer {layer} are {off.rule}. "
                        + ("Only the rest carry a signal on to W_out." if cfg.activation == "relu" else
                           "They still pass a faint signal on to W_out; the rest carry the strong one."))

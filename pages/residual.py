@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
-                               diagram_caption, lens_figure, lens_in_words, logit_lens, math_latex, math_table,
+                               diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
                                norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
 from explorer.state import view
 
@@ -95,14 +95,14 @@ if norm.open:
 if lens.open:
     with lens:
         st.subheader("The logit lens: what would the model guess at each stage?")
-        with_mid = True
+        with_mid = cfg.n_layers <= 4                  # a deep model's 2 readings per layer crowd the chart
         if not v.presenter:
-            with_mid = st.toggle("Also read the stream after attention", value=True, key="residual_lens_mid",
+            with_mid = st.toggle("Also read the stream after attention", value=with_mid,
+                                 key="residual_lens_mid",
                                  help="Trace name: blocks.i.resid_mid, the stream between attention and the "
                                       "feed-forward layer.")
-        readings = logit_lens(v, with_mid)
-        chart(lens_figure(v, readings))
-        st.markdown(lens_in_words(v, readings))
+        chart(lens_chart(v, with_mid))
+        st.markdown(lens_in_words(v, lens_of(v, with_mid)))
         st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "
                    "exactly as the real output does, and shows the likeliest next token and its probability. The "
                    "last column is the model's real prediction.")

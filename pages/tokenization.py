@@ -20,7 +20,7 @@ if cut_up.open:
         chart(tk.sentence_figure(v))
         unknown = ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
                    if tok.unk_id is not None else "")
-        st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size} "
+        st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size:,} "
                    f"tokens. {unknown}Hover over a piece for details.")
         with st.container(border=True):
             st.markdown(tk.unknown_note(v))
@@ -33,7 +33,7 @@ if three_ways.open:
         for column, kind in zip(st.columns(3), tk.KINDS):
             column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
                           len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
-                                             f"vocabulary of {tokenizers[kind].vocab_size} tokens.")
+                                             f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
         chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter))
         st.caption(tk.source_note(source, tok.kind))
         if v.prepared.dropped:
@@ -71,7 +71,7 @@ if merges.open:
 
 if vocabulary.open:
     with vocabulary:
-        st.subheader(f"The model's vocabulary: {tok.vocab_size} tokens")
+        st.subheader(f"The model's vocabulary: {tok.vocab_size:,} tokens")
         query = st.text_input("Search the vocabulary", key="tokenization_search",
                               placeholder="e.g. cat, or an id like 17")
         table = tk.vocabulary_table(tok, tk.corpus_counts(v.bundle), query)
@@ -82,7 +82,7 @@ if vocabulary.open:
                        else " The model would read it as several tokens it knows."))
         else:
             st.dataframe(table, hide_index=True, height=min(38 + 35 * len(table), 320), width="stretch")
-            st.caption(f"{len(table)} of {tok.vocab_size} entries shown. The id is the row number: the model's "
+            st.caption(f"{len(table):,} of {tok.vocab_size:,} entries shown. The id is the row number: the model's "
                        "embedding table (next step) has one row per id.")
         panel = math_panel("tokenization")
         if panel.open:

@@ -156,6 +156,21 @@ def test_top_k_offers_steps_across_gpt2s_vocabulary(gpt2):
     assert not at.exception and "5 of 50,257 tokens take part" in page_text(at)
 
 
+def test_gpt2s_logit_lens_reads_13_stages_down_and_its_last_row_is_the_forecast(gpt2):
+    at = show_section(open_page("residual", model="gpt2", text=LONG), "residual", "Logit lens")
+    assert not at.exception and at.toggle(key="residual_lens_mid").value is False      # 12 layers: one reading each
+    data = figure_titled(at, "Logit lens")["data"][0]
+    probs = np.asarray(decode(data["z"]), dtype=float)
+    assert probs.shape == (13, 32)                                        # stages down, positions across
+    ids = gpt2.tokenizer.encode(LONG)
+    real = torch.softmax(gpt2.model.run(ids)["logits"][0], -1)            # (T, V)
+    np.testing.assert_allclose(probs[-1], real.max(-1).values.numpy(), rtol=1e-4)
+    assert [c[2] for c in data["customdata"][-1]] == [gpt2.tokenizer.vocab[i] for i in real.argmax(-1).tolist()]
+    assert all(len(t) <= 6 for row in data["text"] for t in row)          # 32 columns: words cut to fit a cell
+    at.toggle(key="residual_lens_mid").set_value(True).run()
+    assert np.asarray(decode(figure_titled(at, "Logit lens")["data"][0]["z"])).shape == (25, 32)
+
+
 def _title(figure) -> str:
     title = figure.get("layout", {}).get("title", {})
     return title.get("text", "") if isinstance(title, dict) else str(title)
