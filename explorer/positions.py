@@ -16,7 +16,7 @@ import torch
 
 from model.config import ModelConfig
 from model.inputs import Prepared, prepare_text
-from model.transformer import Trace, TransformerLM
+from model.transformer import Trace, TransformerLM, sinusoidal_table
 
 from . import cache
 from . import whatif as W
@@ -74,6 +74,12 @@ def kind_caption(cfg: ModelConfig) -> str:
 SECTIONS = ["The seat numbers", "Dimension by dimension", "Token + position", "Which seats look alike",
             "What if?"]
 
+FORMULA_TEXT = """\
+Below, for the same dimensions and seats: the waves the 2017 paper's sinusoidal formula would have put there.
+This model was never given them; it learned its own values from data. Compare the shapes: in the real GPT-2
+many learned dimensions turn out to be smooth curves over the seats too, found by training, not written down.
+"""
+
 SUM_TEXT = """\
 The token's vector says **what** the word is; the position vector says **where** it stands. They are
 simply added, number by number, and the sum is what the first layer reads. The same word in two
@@ -122,8 +128,8 @@ def wavelength(cfg: ModelConfig, dim: int) -> float:
     return 2 * math.pi * 10000 ** (2 * i / cfg.d_model)
 
 
-def dim_name(cfg: ModelConfig, dim: int) -> str:
-    if cfg.pos == "sinusoidal":
+def dim_name(cfg: ModelConfig, dim: int, sinusoidal: bool | None = None) -> str:
+    if cfg.pos == "sinusoidal" if sinusoidal is None else sinusoidal:
         wave = "sin" if dim % 2 == 0 else "cos"
         return f"dim {dim} ({wave}, one wave = {wavelength(cfg, dim):.1f} positions)"
     return f"dim {dim}"
@@ -205,26 +211,32 @@ def smooth_wave(cfg: ModelConfig, dim: int, positions: np.ndarray) -> np.ndarray
     return np.sin(positions * freq) if dim % 2 == 0 else np.cos(positions * freq)
 
 
-def curves_figure(v: View, trace: Trace, dims: list[int]) -> go.Figure | None:
+CURVE_SEATS = 128      # seats in view at first (GPT-2 has 1,024: its fast waves would be a solid block)
+
+
+def curves_figure(v: View, trace: Trace, dims: list[int], formula: bool = False) -> go.Figure | None:
     """Each chosen dimension's value over every position 0..max_len-1: a sinusoidal wave drawn smooth (sampled
     finely between the seats) with a dot at each real seat (the table's value); the sentence's seats are the
-    large dots. Learned values have nothing between seats, so they are drawn as straight segments."""
-    table = position_table(v.bundle.model)
+    large dots. Learned values have nothing between seats, so they are drawn as straight segments.
+
+    `formula` draws the 2017 paper's sinusoidal table for the same dimensions and seats instead, to set
+    beside a learned table (GPT-2's): what the formula would have put there."""
+    cfg = v.bundle.model.cfg
+    table = sinusoidal_table(cfg.max_len, cfg.d_model) if formula else position_table(v.bundle.model)
     if table is None or not dims:
         return None
-    cfg = v.bundle.model.cfg
     positions = np.arange(table.shape[0])
     fine = np.linspace(0, positions[-1], positions[-1] * SAMPLES_PER_POSITION + 1)
     T = trace["tokens"].shape[1]
     tokens = [token_label(t) for t in v.tokens]
     palette = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
-    sinusoidal = cfg.pos == "sinusoidal"
+    sinusoidal = formula or cfg.pos == "sinusoidal"
     data = []
     for n, d in enumerate(dims):
         colour = palette[n % len(palette)]
         column = table[:, d].numpy()
         x, y = (fine, smooth_wave(cfg, d, fine)) if sinusoidal else (positions, column)
-        data.append(go.Scatter(x=x, y=y, mode="lines", name=dim_name(cfg, d), line=dict(color=colour, width=2),
+        data.append(go.Scatter(x=x, y=y, mode="lines", name=dim_name(cfg, d, sinusoidal), line=dict(color=colour, width=2),
                                legendgroup=str(d), hoverinfo="skip"))
         data.append(go.Scatter(x=positions, y=column, mode="markers", name=f"dim {d}: every seat",
                                marker=dict(color=colour, size=6), legendgroup=str(d), showlegend=False,
@@ -234,11 +246,14 @@ def curves_figure(v: View, trace: Trace, dims: list[int]) -> go.Figure | None:
                                legendgroup=str(d), showlegend=False, customdata=tokens,
                                hovertemplate=(f"dim {d}<br>position %{{x}}: %{{customdata}}"
                                               "<br>value %{y:.4f}<extra></extra>")))
-    kind = "sine and cosine waves" if sinusoidal else "learned values"
+    kind = ("the sinusoidal formula, not used by this model" if formula else
+            "sine and cosine waves" if sinusoidal else "learned values")
+    shown = min(len(positions), CURVE_SEATS)
+    more = f"; the first {shown} of {len(positions):,} seats (drag to pan)" if shown < len(positions) else ""
     fig = go.Figure(data, layout=dict(
         title=f"Chosen dimensions over every position ({kind})<br><sup>dots: the seats; large dots: your "
-              "sentence's seats</sup>",
-        xaxis=dict(title="position", range=[-0.5, len(positions) - 0.5]), yaxis=dict(title="value"),
+              f"sentence's seats{more}</sup>",
+        xaxis=dict(title="position", range=[-0.5, shown - 0.5]), yaxis=dict(title="value"),
         legend=dict(orientation="h", y=-0.22)))
     fig.add_vrect(x0=-0.5, x1=T - 0.5, fillcolor="#DDDDDD", opacity=0.35, line_width=0, layer="below")
     return style(fig, v.presenter, 420)

@@ -359,7 +359,9 @@ def merge_caption(steps: list[MergeStep], upto: int) -> str:
 
 def merges_note(bpe: BPETokenizer, model_tok: Tokenizer) -> str:
     """Whose merges these are: the model's own, or the comparison tokenizer's."""
-    size = f"{bpe.vocab_size:,} tokens: 256 single bytes + {len(bpe.merges)} learned merges"
+    special = bpe.vocab_size - 256 - len(bpe.merges)                 # GPT-2: <|endoftext|>
+    size = (f"{bpe.vocab_size:,} tokens: 256 single bytes + {len(bpe.merges):,} learned merges"
+            + (f" + {special} special token{'s' * (special != 1)}" if special > 0 else ""))
     if bpe is model_tok:
         return f"These are the model's own BPE merges ({size})."
     return (f"This BPE tokenizer ({size}) was built only for the comparison; the model itself reads "

@@ -49,6 +49,9 @@ if waves.open:
             curves = P.figure("curves", v, dims)
             if curves is not None:
                 chart(curves)
+                if cfg.pos == "learned":
+                    st.markdown(P.FORMULA_TEXT)
+                    chart(P.figure("curves", v, dims, True))
             else:
                 st.info("Pick at least one dimension to draw.")
 

@@ -12,6 +12,7 @@ from explorer import models
 from explorer import whatif as W
 from explorer.plot import token_label
 from explorer.steps import STEPS
+from model.transformer import sinusoidal_table
 from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
 from model import hub
 from model.hub import GPT2
@@ -169,6 +170,33 @@ def test_gpt2s_logit_lens_reads_13_stages_down_and_its_last_row_is_the_forecast(
     assert all(len(t) <= 6 for row in data["text"] for t in row)          # 32 columns: words cut to fit a cell
     at.toggle(key="residual_lens_mid").set_value(True).run()
     assert np.asarray(decode(figure_titled(at, "Logit lens")["data"][0]["z"])).shape == (25, 32)
+
+
+def test_the_bpe_page_replays_gpt2s_own_merges(gpt2):
+    from explorer import tokenization as tk
+    tok = gpt2.tokenizer
+    assert tk.merges_note(tok, tok) == ("These are the model's own BPE merges (50,257 tokens: 256 single bytes + "
+                                        "50,000 learned merges + 1 special token).")
+    at = show_section(open_page("tokenization", model="gpt2", text="Paris is the capital of France"),
+                      "tokenization", "BPE merges")
+    assert not at.exception
+    assert tok.encode(" capital") == [3139]              # the word the page picks, built by GPT-2's merge #2883 last
+    assert "merge “␣cap” + “ital” → “␣capital”. It is merge **#2883**" in page_text(at)
+
+
+def test_gpt2s_learned_positions_are_drawn_beside_the_sinusoidal_formula(gpt2):
+    at = show_section(open_page("positions", model="gpt2", text=LONG), "positions", "Dimension by dimension")
+    assert not at.exception
+    learned = figure_titled(at, "learned values")
+    formula = figure_titled(at, "the sinusoidal formula, not used by this model")
+    dims = at.multiselect(key="positions_dims").value
+    table, waves = gpt2.model.embed.pos.weight.detach(), sinusoidal_table(1024, 96)
+    seats = [t for t in learned["data"] if t["name"].endswith("every seat")]
+    assert len(seats) == len(dims) == 4
+    for d, trace in zip(dims, seats):
+        np.testing.assert_allclose(decode(trace["y"]), table[:, d].numpy(), rtol=1e-6)
+    for d, trace in zip(dims, [t for t in formula["data"] if t["name"].endswith("every seat")]):
+        np.testing.assert_allclose(decode(trace["y"]), waves[:, d].numpy(), rtol=1e-6, atol=1e-7)
 
 
 def _title(figure) -> str:
