@@ -207,6 +207,8 @@ def progress_text(run: Run) -> str:
     speed = last.get("tokens_per_s", 0)
     budget = run.setup.train.steps
     status = {"waiting": "waiting for a free trainer"}.get(run.status, run.status)
+    if status == "running" and not st.session_state.get("lab_running"):
+        status = "paused"           # the flag is the truth: a tick that ended after Pause may have said "running"
     if run.divergence:
         status = f"diverged at step {run.divergence.step}"
     text = f"{run.label}: step {run.steps_done} of {budget} · {status} · {speed:,.0f} tokens/s"
