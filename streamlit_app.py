@@ -5,12 +5,14 @@ import streamlit as st
 import torch
 
 from explorer.lab import pause_all
+from explorer.memory import limit_arenas
 from explorer.state import current_view
 from explorer.steps import DISCOVER, LAB, STEPS
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
 torch.set_num_threads(1)
+limit_arenas()                                    # fewer per-thread malloc pools: less memory per visitor
 
 HERE = Path(__file__).parent
 st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide")

