@@ -208,7 +208,7 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
                                           font=dict(size=16 if v.presenter else 12,
                                                     color=SELECTED if chosen else None)))
         data.append(go.Heatmap(
-            z=trace[f"blocks.{l}.attn.pattern"][0, h].numpy(), xaxis=f"x{axis}", yaxis=f"y{axis}",
+            z=trace["pattern", l][0, h].numpy(), xaxis=f"x{axis}", yaxis=f"y{axis}",
             coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}",
             hovertemplate=(f"layer {l} head {h}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
                            "<br>weight %{z:.4f}<extra></extra>")))
@@ -232,7 +232,7 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
     Lines are drawn as one trace per weight step (1/LEVELS), far faster than one shape per line; the hover
     on each line gives its exact weight.
     """
-    pattern = trace[f"blocks.{layer}.attn.pattern"][0, head].double().numpy()   # (T, T)
+    pattern = trace["pattern", layer][0, head].double().numpy()   # (T, T)
     tokens = v.tokens
     T = len(tokens)
     names = [safe(t) for t in labels(tokens)]
@@ -304,7 +304,7 @@ def overview_figure(v: View, trace: Trace, layer: int = 0, head: int = 0) -> go.
     L, H = cfg.n_layers, cfg.n_heads
     names = [safe(t) for t in labels(v.tokens)]
     T, step = len(names), len(names) + 1
-    patterns = torch.stack([trace[f"blocks.{l}.attn.pattern"][0] for l in range(L)]).double().numpy()  # (L, H, T, T)
+    patterns = torch.stack([trace["pattern", l][0] for l in range(L)]).double().numpy()  # (L, H, T, T)
     padded = np.full((L, H, step, step), np.nan)
     padded[:, :, :T, :T] = patterns
     z = padded.transpose(0, 2, 1, 3).reshape(L * step, H * step)[:-1, :-1]      # (L*step-1, H*step-1)
@@ -346,7 +346,7 @@ def grid_figure(v: View, layer: int, head: int) -> go.Figure:
 
 def top_keys(trace: Trace, layer: int, head: int, query: int, k: int = 3) -> list[tuple[int, float]]:
     """(key position, weight) of the `k` keys the query attends to most, largest first."""
-    row = trace[f"blocks.{layer}.attn.pattern"][0, head, query, : query + 1]
+    row = trace["pattern", layer][0, head, query, : query + 1]
     top = row.topk(min(k, query + 1))
     return [(int(i), float(w)) for i, w in zip(top.indices, top.values)]
 

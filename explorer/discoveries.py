@@ -22,6 +22,7 @@ import torch
 from model import edits
 from model.checkpoint import Bundle
 from model.corpora import ANIMALS, NAMES, TINY_TALES_WORDS, tiny_tales_probes
+from model.transformer import block_name
 
 from . import attention as A
 from . import cache
@@ -124,7 +125,7 @@ def head_attention(model, items: list[Item]) -> torch.Tensor:
         queries = torch.tensor([q for _, q, _ in group])
         keys = torch.tensor([k for _, _, k in group])
         for layer in range(cfg.n_layers):
-            pattern = trace[f"blocks.{layer}.attn.pattern"]                          # (B, H, T, T)
+            pattern = trace["pattern", layer]                          # (B, H, T, T)
             total[layer] += pattern[rows, :, queries, keys].double().sum(0)          # (H,)
     return total / len(items)
 
@@ -233,7 +234,7 @@ def pronoun_card(bundle: Bundle, name: str) -> Discovery | None:
     scores = head_attention(bundle.model, items)                                          # (L, H)
     layer, head = best_head(scores)
     query = words.index("it")
-    row = bundle.model.run(ids)[f"blocks.{layer}.attn.pattern"][0, head, query, : query + 1]   # (query+1,)
+    row = bundle.model.run(ids, names=[block_name("pattern", layer)])["pattern", layer][0, head, query, : query + 1]   # (query+1,)
     top = int(row.argmax())
     weight = float(row[top])
     subject = subject_position(words)
@@ -270,7 +271,7 @@ def knockout_card(bundle: Bundle, name: str) -> Discovery | None:
     after = _probabilities(bundle.model.run(ids, edits=edits.knock_out_head(layer, head)))
     b, a = int(before.argmax()), int(after.argmax())
     last = len(words) - 1
-    looks = bundle.model.run(ids)[f"blocks.{layer}.attn.pattern"][0, head, last, : last + 1]
+    looks = bundle.model.run(ids, names=[block_name("pattern", layer)])["pattern", layer][0, head, last, : last + 1]
     subject = subject_position(words)
     story = (f"After {quote(KNOCKOUT_SENTENCE)}, the next word should be “they”: there were several cats. "
              f"We switched off each of the {drops.numel()} heads of {name} in turn (its output set to zero), on "
@@ -320,7 +321,7 @@ def agreement_card(bundle: Bundle, name: str) -> Discovery | None:
     knocked = _probabilities(bundle.model.run(ids, edits=edits.knock_out_head(layer, head)))
     k_plural = float(knocked[plural_ids].sum())
     last, subject = len(words) - 1, subject_position(words)
-    weight = float(trace[f"blocks.{layer}.attn.pattern"][0, head, last, subject])
+    weight = float(trace["pattern", layer][0, head, last, subject])
     story = (f"In {quote(AGREEMENT_SENTENCE + ' …')}, the verb must agree with “cats”, the subject, not with "
              "“dog”, the nearest noun. The model makes its guess while sitting on “dog”, so some head has to "
              f"fetch the subject's number from further back. We searched all {scores.numel()} heads of {name}, "
@@ -356,7 +357,7 @@ def names_card(bundle: Bundle, name: str) -> Discovery | None:
     vocab = bundle.tokenizer.vocab
     top = int(p.argmax())
     last, named = len(words) - 1, words.index("named") + 1
-    weight = float(trace[f"blocks.{layer}.attn.pattern"][0, head, last, named])
+    weight = float(trace["pattern", layer][0, head, last, named])
     girl = words[named]
     other = next(n for n in NAMES["girl"] if n != girl)
     n_names = sum(len(names) for names in NAMES.values())
@@ -434,8 +435,8 @@ def scaling_card(bundle: Bundle, name: str) -> Discovery | None:
     model = bundle.model
     cfg = model.cfg
     before, after = model.run(ids), model.run(ids, edits=edits.remove_scaling(cfg))
-    top_before = torch.stack([before[f"blocks.{l}.attn.pattern"][0].amax(-1) for l in range(cfg.n_layers)])  # (L, H, T)
-    top_after = torch.stack([after[f"blocks.{l}.attn.pattern"][0].amax(-1) for l in range(cfg.n_layers)])    # (L, H, T)
+    top_before = torch.stack([before["pattern", l][0].amax(-1) for l in range(cfg.n_layers)])  # (L, H, T)
+    top_after = torch.stack([after["pattern", l][0].amax(-1) for l in range(cfg.n_layers)])    # (L, H, T)
     mean_before, mean_after = float(top_before.double().mean()), float(top_after.double().mean())
     gain = (top_after - top_before).double().mean(-1)                                    # (L, H)
     layer, head = best_head(gain)
@@ -483,7 +484,7 @@ def sharpness_figure(bundle: Bundle, layer: int, head: int, presenter: bool = Fa
                                       tickvals=list(range(len(names))), ticktext=names)
         layout["annotations"].append(dict(text=title, x=x0 + 0.235, y=1.0, xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom"))
-        data.append(go.Heatmap(z=trace[f"blocks.{layer}.attn.pattern"][0, head].numpy(), xaxis=f"x{axis}",
+        data.append(go.Heatmap(z=trace["pattern", layer][0, head].numpy(), xaxis=f"x{axis}",
                                yaxis=f"y{axis}", coloraxis="coloraxis", name=title,
                                customdata=[[[q, k] for k in names] for q in names],
                                hovertemplate=(f"{title}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"

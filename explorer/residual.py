@@ -105,7 +105,7 @@ def contributions(view: View, layer: int) -> pd.DataFrame:
     """Per token: L2 norms of the stream and of what attention and the FFN add to it in `layer`."""
     table = {"token": view.tokens}
     for suffix, _, _ in CONTRIBUTIONS:
-        table[suffix] = as_numpy(view.trace[f"blocks.{layer}.{suffix}"][0].norm(dim=-1)).astype(float)
+        table[suffix] = as_numpy(view.trace[suffix, layer][0].norm(dim=-1)).astype(float)
     return pd.DataFrame(table)
 
 
@@ -155,7 +155,7 @@ def norm_steps(view: View, layer: int) -> list[NormStep]:
             NormStep("norm2", "norm2, before the FFN", block.norm2, f"{b}.resid_mid", f"{b}.mlp.in",
                      get("resid_mid"), get("mlp.in")),
             NormStep("final", "final norm, before the prediction", model.final_norm,
-                     f"blocks.{last}.resid_post", "final.norm", trace[f"blocks.{last}.resid_post"][0],
+                     f"blocks.{last}.resid_post", "final.norm", trace["resid_post", last][0],
                      trace["final.norm"][0]),
         ]
     return [

@@ -20,7 +20,7 @@ from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
 from model.presets import build_tokenizer, corpus_texts
 from model.tokenizers import Tokenizer
 from model.trainer import TrainConfig, Trainer
-from model.transformer import TransformerLM
+from model.transformer import TransformerLM, block_name
 
 MAX_TRAINING = 2                 # trainings computing at once, server-wide
 _TRAINER_SLOTS = threading.BoundedSemaphore(MAX_TRAINING)
@@ -214,8 +214,9 @@ class Run:
         self.snapshot()
 
     def snapshot(self) -> None:
-        trace = self.model.run(self.probe_ids)
-        patterns = torch.stack([trace[f"blocks.{i}.attn.pattern"][0] for i in range(self.model.cfg.n_layers)])
+        layers = range(self.model.cfg.n_layers)
+        trace = self.model.run(self.probe_ids, names=[block_name("pattern", i) for i in layers])   # patterns only
+        patterns = torch.stack([trace["pattern", i][0] for i in layers])
         self.snapshots.append((self.steps_done, patterns))                       # (L, H, T, T)
         if len(self.snapshots) > MAX_SNAPSHOTS:      # thin out evenly, keeping the first and the latest
             self.snapshots = self.snapshots[::2] + ([self.snapshots[-1]] if len(self.snapshots) % 2 == 0 else [])

@@ -483,3 +483,29 @@ def test_tied_embeddings_and_tanh_gelu_match_the_reference(eps):
         np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5, err_msg=name)
     exact_gelu = make_model(tie_embeddings=True, activation="gelu", pos="learned", norm_eps=eps)
     assert not torch.allclose(exact_gelu.run(tokens)["blocks.0.mlp.post"], trace["blocks.0.mlp.post"], atol=1e-6)
+
+
+def test_a_blocks_values_can_be_looked_up_by_short_name_and_layer():
+    model = make_model(**SMALL)
+    trace = model.run([1, 2, 3])
+    assert trace["pattern", 1] is trace["blocks.1.attn.pattern"]
+    assert trace["attn.q", 0] is trace["blocks.0.attn.q"] and trace["q", 0] is trace["blocks.0.attn.q"]
+    assert trace["resid_mid", 1] is trace["blocks.1.resid_mid"] and trace["pre", 0] is trace["blocks.0.mlp.pre"]
+    for ambiguous in ("in", "out"):
+        with pytest.raises(KeyError, match="attn." + ambiguous):
+            trace[ambiguous, 0]
+    with pytest.raises(KeyError, match="no value named 'blocks.9.attn.pattern'"):
+        trace["pattern", 9]
+
+
+def test_run_can_keep_only_some_names_with_the_same_values():
+    model = make_model(**SMALL)
+    full = model.run([1, 2, 3, 4])
+    some = model.run([1, 2, 3, 4], names=["blocks.1.attn.pattern", "logits"])
+    assert list(some) == ["tokens", "blocks.1.attn.pattern", "logits"]
+    torch.testing.assert_close(some["logits"], full["logits"], rtol=0, atol=0)
+    torch.testing.assert_close(some["pattern", 1], full["pattern", 1], rtol=0, atol=0)
+    edited = model.run([1, 2, 3, 4], edits={"blocks.0.attn.z": torch.zeros_like}, names=["logits"])
+    assert not torch.equal(edited["logits"], full["logits"])                # an edit still acts on what is kept
+    with pytest.raises(ValueError, match="cannot keep blocks.7.mlp.pre"):
+        model.run([1, 2], names=["blocks.7.mlp.pre"])
