@@ -14,12 +14,13 @@ import torch
 
 from model import corpora
 from model.checkpoint import Bundle
-from model.config import ModelConfig
-from model.generate import generate
+from model.config import ACTIVATIONS, LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS, ModelConfig
 from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
-from model.presets import build_tokenizer, corpus_texts
-from model.tokenizers import Tokenizer
-from model.trainer import TrainConfig, Trainer
+from model.generate import generate
+from model.presets import PRESETS as MODEL_PRESETS
+from model.presets import Recipe, build_tokenizer, corpus_texts
+from model.tokenizers import TOKENIZERS, Tokenizer
+from model.trainer import OPTIMIZERS, SCHEDULES, TrainConfig, Trainer
 from model.transformer import TransformerLM, block_name
 
 MAX_TRAINING = 2                 # trainings computing at once, server-wide
@@ -37,24 +38,28 @@ PACE_WINDOW = 10                 # recent ticks the time estimate reads
 PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
 clock = time.monotonic           # wall clock of the time estimate (tests replace it)
 
-# Bounds that keep one step quick on a shared 2-core host.
-BOUNDS = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64),
-              batch_size=(1, 64), steps=(1, 5000))
+# The lab's own upper bounds keep one step quick on a shared 2-core host; they stay within what a model may
+# be at all (model.config.LIMITS).
+_LAB_SIZES = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64))
+BOUNDS = {**{name: (low, min(high, LIMITS[name])) for name, (low, high) in _LAB_SIZES.items()},
+          "batch_size": (1, 64), "steps": (1, 5000)}
+CHOICES = dict(pos=POS_KINDS, norm=NORM_KINDS, norm_position=NORM_POSITIONS,
+               activation=tuple(a for a in ACTIVATIONS if a != "gelu_tanh"),      # GELU's approximation: GPT-2's
+               optimizer=OPTIMIZERS, schedule=SCHEDULES, tokenizer=tuple(TOKENIZERS))
+_ROSES = MODEL_PRESETS["roses"]
 
 
 @dataclass(frozen=True)
-class LabSetup:
-    """Everything the student chose: task, tokenizer, architecture and recipe."""
-    task: str = "roses"
-    tokenizer: str = "word"
-    model: dict = field(default_factory=lambda: dict(
-        d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal", norm="layer",
-        norm_position="pre", activation="relu"))
-    train: TrainConfig = TrainConfig(steps=300, batch_size=16, lr=1e-2, warmup=10)
+class LabSetup(Recipe):
+    """Everything the student chose (a Recipe, as the bundled models' presets are), and the probe."""
+    task: str = _ROSES.task
+    model: dict = field(default_factory=lambda: dict(_ROSES.model))
+    train: TrainConfig = _ROSES.train
+    tokenizer: str = _ROSES.tokenizer
     probe: str = ""              # the sentence whose attention is watched; "" picks one for the task
 
 
-WALKTHROUGH = LabSetup()
+WALKTHROUGH = LabSetup()         # the bundled roses model's own recipe
 MEDIUM = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32, pos="sinusoidal", norm="layer",
               norm_position="pre", activation="relu")                 # the larger presets' shape
 MEDIUM_TRAIN = TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50)

@@ -16,19 +16,26 @@ CORPORA = ("roses", "tinytales", "digits", "reverse")
 
 
 @dataclass(frozen=True)
-class Preset:
-    about: str                     # one line a student reads next to the name
-    corpus: str                    # one of CORPORA
+class Recipe:
+    """What to train and how: a task's text, a tokenizer, a model shape and a training recipe. The bundled
+    models' presets and the training lab's setups (explorer/training.py LabSetup) are both recipes."""
+    task: str                      # one of CORPORA (the lab adds "text": the student's own)
     model: dict                    # ModelConfig fields (vocab_size comes from the tokenizer)
     train: TrainConfig
     tokenizer: str = "word"        # "word", "char" or "bpe"
+
+
+@dataclass(frozen=True)
+class Preset(Recipe):
+    """A named recipe with the line a student reads next to its name and what its checkpoint must reach."""
+    about: str = ""
     targets: dict = field(default_factory=dict)
 
 
 PRESETS = {
     "roses": Preset(
         about="The classic from-scratch walkthrough: 2 layers, 2 heads, d_model 32, learns one short poem.",
-        corpus="roses",
+        task="roses",
         model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, pos="sinusoidal",
                    norm="layer", norm_position="pre", activation="relu"),
         train=TrainConfig(steps=300, batch_size=16, lr=1e-2, warmup=10, schedule="cosine"),
@@ -36,7 +43,7 @@ PRESETS = {
     ),
     "tinytales": Preset(
         about="Simple English stories: learns agreement, pronouns and copying names (the app's default).",
-        corpus="tinytales",
+        task="tinytales",
         model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, max_len=32, pos="sinusoidal",
                    norm="layer", norm_position="pre", activation="gelu"),
         train=TrainConfig(steps=3000, batch_size=32, lr=3e-3, warmup=100, schedule="cosine"),
@@ -70,10 +77,10 @@ def build_tokenizer(kind: str, text: str, corpus: str | None = None) -> Tokenize
     raise ValueError(f"unknown tokenizer {kind!r}; choose word, char or bpe")
 
 
-def build(preset: Preset, seed: int = 0):
+def build(preset: Recipe, seed: int = 0):
     """Everything a training run needs: (tokenizer, model config, train ids, validation ids)."""
-    train_text, val_text = corpus_texts(preset.corpus, seed)
-    tokenizer = build_tokenizer(preset.tokenizer, train_text, preset.corpus)
+    train_text, val_text = corpus_texts(preset.task, seed)
+    tokenizer = build_tokenizer(preset.tokenizer, train_text, preset.task)
     cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **preset.model)
     train_ids = torch.tensor(tokenizer.encode(train_text))
     val_ids = torch.tensor(tokenizer.encode(val_text))

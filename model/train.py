@@ -38,13 +38,13 @@ def train_preset(name: str, seed: int = 0, progress: bool = True) -> Bundle:
     seconds = time.perf_counter() - start
     model.eval()
     val_loss, val_acc = trainer.evaluate()
-    facts = {"preset": name, "about": preset.about, "corpus": preset.corpus, "seed": seed,
+    facts = {"preset": name, "about": preset.about, "corpus": preset.task, "seed": seed,
              "train": preset.train.to_dict(), "parameters": sum(p.numel() for p in model.parameters()),
              "train_tokens": len(train_ids), "final_train_loss": round(metrics.loss, 4),
              "val_loss": round(val_loss, 4), "val_accuracy": round(val_acc, 4),
              "train_seconds": round(seconds, 1), "torch": torch.__version__,
              "machine": f"{platform.machine()}, {torch.get_num_threads()} threads"}
-    if preset.corpus == "tinytales":
+    if preset.task == "tinytales":
         facts["probe_accuracy"] = {phenomenon: round(probe_accuracy(model, tokenizer, probes), 4)
                                    for phenomenon, probes in corpora.tiny_tales_probes().items()}
     return Bundle(model, tokenizer, facts)

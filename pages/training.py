@@ -5,8 +5,8 @@ from explorer import lab
 from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, same_task_runs, snapshot_figure
 from explorer.layout import explanation, page_header
 from explorer.state import view
-from explorer.training import (PRESETS, TASK_ABOUT, TASKS, describe_difference, divergence_explanation, preset_hint,
-                               setting_words)
+from explorer.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
+                               divergence_explanation, preset_hint, setting_words)
 
 if lab.take_explore_request():        # "Explore it in the walk-through" was pressed: go there with the new model
     st.switch_page("pages/home.py")
@@ -32,24 +32,24 @@ st.text_input("Probe sentence", key="lab_probe", max_chars=300,
 if not v.presenter:
     with st.expander("Architecture", icon=":material/account_tree:"):
         a, b, c = st.columns(3)
-        a.number_input("Layers", 1, 4, key="lab_n_layers")
-        a.number_input("Heads", 1, 8, key="lab_n_heads")
-        a.selectbox("Tokens", ["word", "char", "bpe"], key="lab_tokenizer")
-        b.number_input("d_model", 8, 128, step=8, key="lab_d_model")
-        b.number_input("d_ff", 8, 512, step=8, key="lab_d_ff")
-        b.number_input("Context length", 4, 64, key="lab_max_len")
-        c.selectbox("Positions", ["sinusoidal", "learned", "none"], key="lab_pos")
-        c.selectbox("Norm", ["layer", "rms", "none"], key="lab_norm")
-        c.selectbox("Norm position", ["pre", "post"], key="lab_norm_position")
-        c.selectbox("Activation", ["relu", "gelu"], key="lab_activation")
+        a.number_input("Layers", *BOUNDS["n_layers"], key="lab_n_layers")
+        a.number_input("Heads", *BOUNDS["n_heads"], key="lab_n_heads")
+        a.selectbox("Tokens", CHOICES["tokenizer"], key="lab_tokenizer")
+        b.number_input("d_model", *BOUNDS["d_model"], step=8, key="lab_d_model")
+        b.number_input("d_ff", *BOUNDS["d_ff"], step=8, key="lab_d_ff")
+        b.number_input("Context length", *BOUNDS["max_len"], key="lab_max_len")
+        c.selectbox("Positions", CHOICES["pos"], key="lab_pos")
+        c.selectbox("Norm", CHOICES["norm"], key="lab_norm")
+        c.selectbox("Norm position", CHOICES["norm_position"], key="lab_norm_position")
+        c.selectbox("Activation", CHOICES["activation"], key="lab_activation")
     with st.expander("Optimizer and schedule", icon=":material/tune:"):
         a, b, c = st.columns(3)
-        a.selectbox("Optimizer", ["adamw", "sgd"], key="lab_optimizer", help="SGD uses momentum 0.9.")
+        a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
         a.number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lab_lr")
-        a.number_input("Batch size", 1, 64, key="lab_batch_size")
+        a.number_input("Batch size", *BOUNDS["batch_size"], key="lab_batch_size")
         b.number_input("Warmup steps", 0, 1000, key="lab_warmup")
-        b.selectbox("Schedule", ["cosine", "inv_sqrt", "constant"], key="lab_schedule")
-        b.number_input("Step budget", 1, 5000, key="lab_steps")
+        b.selectbox("Schedule", CHOICES["schedule"], key="lab_schedule")
+        b.number_input("Step budget", *BOUNDS["steps"], key="lab_steps")
         c.number_input("Gradient clipping (0 = off)", 0.0, 100.0, key="lab_grad_clip")
         c.number_input("Label smoothing", 0.0, 0.9, key="lab_label_smoothing")
 

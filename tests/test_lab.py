@@ -4,6 +4,7 @@ import torch
 
 from conftest import decode, figure_titled, open_page, page_text
 from explorer import lab as lab_logic
+from explorer import training
 from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
 
@@ -205,3 +206,16 @@ def test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_word
     assert run.samples[-1][1].startswith("sugar is sweet")
     attention = figure_titled(at, "Attention of layer 0 head 0")
     assert len(decode(attention["data"][0]["z"])) == 7
+
+
+def test_the_labs_setups_are_recipes_and_its_bounds_and_choices_come_from_the_models_own_constants():
+    from model import presets
+    from model.config import LIMITS, NORM_KINDS, POS_KINDS
+    from model.trainer import OPTIMIZERS, SCHEDULES
+    assert isinstance(training.WALKTHROUGH, presets.Recipe) and isinstance(presets.PRESETS["roses"], presets.Recipe)
+    roses = presets.PRESETS["roses"]                       # the lab's first setup is the bundled roses recipe
+    assert (training.WALKTHROUGH.task, training.WALKTHROUGH.model, training.WALKTHROUGH.train) == \
+        (roses.task, roses.model, roses.train)
+    assert all(high <= LIMITS[name] for name, (_, high) in training.BOUNDS.items() if name in LIMITS)
+    assert training.CHOICES["pos"] == POS_KINDS and training.CHOICES["norm"] == NORM_KINDS
+    assert training.CHOICES["optimizer"] == OPTIMIZERS and training.CHOICES["schedule"] == SCHEDULES
