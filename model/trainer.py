@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from .transformer import TransformerLM
 
 OPTIMIZERS = ("adamw", "sgd")
-SCHEDULES = ("cosine", "inv_sqrt", "constant")
+SCHEDULES = ("cosine", "inv_sqrt", "constant", "noam")
 DIVERGED_FACTOR = 5               # a loss above this many times ln(vocabulary size) means training blew up
 
 
@@ -26,7 +26,8 @@ class TrainConfig:
     momentum: float = 0.9         # SGD only
     weight_decay: float = 0.01
     warmup: int = 20              # steps of linear warmup from 0 to lr
-    schedule: str = "cosine"      # after warmup: "cosine" to lr/10, "inv_sqrt" (1/sqrt(step)) or "constant"
+    schedule: str = "cosine"      # after warmup: "cosine" to lr/10, "inv_sqrt" (1/sqrt(step)) or "constant";
+                                  # "noam" is the 2017 paper's warmup schedule (see lr_at), lr its factor
     grad_clip: float = 1.0        # clip the total gradient norm to this; 0 turns clipping off
     label_smoothing: float = 0.0
     seed: int = 0
@@ -46,8 +47,15 @@ class TrainConfig:
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label smoothing must be at least 0 and below 1, got {self.label_smoothing}")
 
-    def lr_at(self, step: int) -> float:
-        """Learning rate for optimizer step number `step` (1-based)."""
+    def lr_at(self, step: int, d_model: int | None = None) -> float:
+        """Learning rate for optimizer step number `step` (1-based).
+
+        "noam": lr * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), a linear rise for `warmup` steps, then
+        1/sqrt(step) ("Attention Is All You Need", section 5.3; lr = 1 is the paper's formula)."""
+        if self.schedule == "noam":
+            if d_model is None:
+                raise ValueError("the noam schedule needs the model's d_model")
+            return self.lr * d_model ** -0.5 * min(step ** -0.5, step * max(1, self.warmup) ** -1.5)
         if step <= self.warmup:
             return self.lr * step / self.warmup
         if self.schedule == "cosine":
@@ -89,11 +97,18 @@ def make_batch(ids: torch.Tensor, batch_size: int, context: int, rng: torch.Gene
 
 
 def layer_of(param_name: str) -> str:
-    """Group parameters by layer for the gradient-flow view: embed, blocks.i, unembed."""
+    """Group parameters by layer for the gradient-flow view: embed, blocks.i, unembed (an encoder-decoder:
+    encoder_embed, encoder_blocks.i, decoder_embed, decoder_blocks.i, unembed)."""
     parts = param_name.split(".")
-    if parts[0] == "blocks":
-        return f"blocks.{parts[1]}"
-    return "embed" if parts[0] == "embed" else "unembed"
+    if parts[0] in ("blocks", "encoder_blocks", "decoder_blocks"):
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0] if parts[0] in ("embed", "encoder_embed", "decoder_embed") else "unembed"
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> float:
+    """How often the top prediction is the label, over the labels that count."""
+    counts = labels != ignore_index
+    return float(((logits.argmax(-1) == labels) & counts).sum() / counts.sum().clamp(min=1))
 
 
 class Trainer:
@@ -104,6 +119,11 @@ class Trainer:
         self.context = model.cfg.max_len
         self.train_ids = self._check_ids(train_ids, "training")
         self.val_ids = self._check_ids(val_ids, "validation")
+        self._start()
+
+    def _start(self) -> None:
+        """The optimizer, the layer groups and the counters: everything but the data."""
+        model, cfg = self.model, self.cfg
         self.rng = torch.Generator().manual_seed(cfg.seed)
         params = list(model.parameters())
         if cfg.optimizer == "adamw":
@@ -138,15 +158,17 @@ class Trainer:
             raise ValueError(f"n must be at least 1, got {n}")
         if self.divergence:
             raise RuntimeError(f"this run diverged at step {self.divergence.step}; start a new one")
-        start, total_acc, taken, norms, losses = time.perf_counter(), 0.0, 0, None, []
+        start, total_acc, taken, norms, losses, counted = time.perf_counter(), 0.0, 0, None, [], 0
         cfg = self.cfg
+        d_model = self.model.cfg.d_model
         for i in range(n):
-            lr = cfg.lr_at(self.steps_done + 1)
+            lr = cfg.lr_at(self.steps_done + 1, d_model)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            x, y = make_batch(self.train_ids, cfg.batch_size, self.context, self.rng)  # (B, T), (B, T)
-            logits = self.model(x)                                                       # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=cfg.label_smoothing)
+            inputs, y = self.batch()                                                     # ..., (B, T)
+            logits = self.model(*inputs)                                                 # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=cfg.label_smoothing,
+                                   ignore_index=self.ignore_index)
             value = loss.item()
             if not math.isfinite(value) or value > self.loss_limit:
                 cause = "loss exploded" if math.isfinite(value) else "loss not finite"
@@ -162,7 +184,8 @@ class Trainer:
             self.steps_done += 1
             taken += 1
             losses.append(value)
-            total_acc += (logits.detach().argmax(-1) == y).float().mean().item()
+            total_acc += accuracy(logits.detach(), y, self.ignore_index)
+            counted += int((y != self.ignore_index).sum())
         if taken and not self.divergence and not self.weights_finite():
             self.divergence = Divergence(self.steps_done, value, "weights not finite", self.loss_limit)
         if not taken:
@@ -171,12 +194,24 @@ class Trainer:
             norms = self.grad_norms()
         elapsed = time.perf_counter() - start
         metrics = StepMetrics(step=self.steps_done, loss=sum(losses) / taken, accuracy=total_acc / taken,
-                              lr=cfg.lr_at(self.steps_done),
+                              lr=cfg.lr_at(self.steps_done, d_model),
                               grad_norms=norms,
-                              tokens_per_s=taken * cfg.batch_size * self.context / max(elapsed, 1e-9),
+                              tokens_per_s=counted / max(elapsed, 1e-9),
                               losses=losses)
         self.history.append(metrics)
         return metrics
+
+    ignore_index = -100           # labels never ignored (next-token prediction on a stream)
+
+    def batch(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """One training batch: the model's inputs and the labels (B, T)."""
+        x, y = make_batch(self.train_ids, self.cfg.batch_size, self.context, self.rng)  # (B, T), (B, T)
+        return (x,), y
+
+    def gradient_flow(self) -> dict[str, tuple[float, float]]:
+        """Each parameter's mean and largest absolute gradient from the last backward pass (for a bar chart)."""
+        return {name: (float(p.grad.abs().mean()), float(p.grad.abs().max()))
+                for name, p in self.model.named_parameters() if p.grad is not None}
 
     def weights_finite(self) -> bool:
         """Whether every weight is a finite number (an overflowing step leaves NaN or inf behind)."""
@@ -202,3 +237,42 @@ class Trainer:
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
         accuracy = (logits.argmax(-1) == y).float().mean()
         return float(loss), float(accuracy)
+
+
+class PairTrainer(Trainer):
+    """Trains an encoder-decoder with teacher forcing on (source, target) pairs.
+
+    `train` and `val` are (sources [N, S], targets [N, T]) of padded token ids, each target <bos> ... <eos>
+    (model/tasks.py `encode_pairs` makes them). The decoder reads target[:, :-1] and learns target[:, 1:];
+    padding is neither read (the model masks it) nor learned (ignore_index)."""
+
+    def __init__(self, model, train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor, torch.Tensor],
+                 cfg: TrainConfig = TrainConfig()):
+        self.model, self.cfg = model, cfg
+        self.context = model.cfg.max_len
+        for what, (sources, targets) in (("training", train), ("validation", val)):
+            if len(sources) == 0 or len(sources) != len(targets):
+                raise ValueError(f"the {what} pairs must be as many sources as targets, at least one")
+        self.train_pairs, self.val_pairs = train, val
+        self._start()
+
+    def _labels(self, targets: torch.Tensor) -> torch.Tensor:
+        return targets[:, 1:].masked_fill(targets[:, 1:] == self.model.pad_id, self.ignore_index)  # (B, T-1)
+
+    def batch(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        sources, targets = self.train_pairs
+        rows = torch.randint(0, len(sources), (self.cfg.batch_size,), generator=self.rng)          # (B,)
+        src, tgt = sources[rows], targets[rows]                                                 # (B, S), (B, T)
+        return (src, tgt[:, :-1]), self._labels(tgt)
+
+    @torch.no_grad()
+    def evaluate(self, max_windows: int = 256) -> tuple[float, float]:
+        """Teacher-forced validation (loss, token accuracy) over up to `max_windows` pairs, without dropout."""
+        sources, targets = (t[:max_windows] for t in self.val_pairs)
+        was_training = self.model.training
+        self.model.eval()
+        logits = self.model(sources, targets[:, :-1])                                           # (n, T-1, V)
+        self.model.train(was_training)
+        labels = self._labels(targets)
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=self.ignore_index)
+        return float(loss), accuracy(logits, labels, self.ignore_index)
