@@ -36,7 +36,7 @@ from .config import ModelConfig
 from .layers import (BLOCK_NAMES, EMBED_NAMES, Attention, Block, Edit, Embedding, FeedForward, Recorder, Trace,
                      causal_mask, make_norm)
 
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"     # token 0, 1 and 2 of an encoder-decoder's vocabulary
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"     # tokens 1, 2 and 3 of an encoder-decoder's vocabulary (0 is <unk>)
 CROSS_NAMES = ("cross_attn.in", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores",
                "cross_attn.pattern", "cross_attn.z", "cross_attn.out", "resid_cross")
 DECODER_BLOCK_NAMES = BLOCK_NAMES[:BLOCK_NAMES.index("resid_mid") + 1] + CROSS_NAMES + \
@@ -72,9 +72,9 @@ class DecoderBlock(nn.Module):
 
 class EncoderDecoder(nn.Module):
     """Source in, target out: an encoder of n_layers blocks, a decoder of n_layers blocks, one vocabulary
-    for both (token 0 is padding, 1 begins and 2 ends a target)."""
+    for both (token 0 is <unk>, 1 is padding, 2 begins and 3 ends a target)."""
 
-    pad_id, bos_id, eos_id = 0, 1, 2
+    pad_id, bos_id, eos_id = 1, 2, 3
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()

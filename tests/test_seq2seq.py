@@ -13,7 +13,7 @@ from model.seq2seq import CROSS_NAMES, EncoderDecoder, beam_search, greedy, samp
 SMALL = dict(vocab_size=17, d_model=12, n_heads=3, n_layers=2, d_ff=20, max_len=10)
 
 
-def make_model(seed=0, noise=0.3, **switches) -> EncoderDecoder:
+def make_model(seed=0, noise=0.1, **switches) -> EncoderDecoder:
     """A small model with noisy weights (and norms), so attention, masks and norms all matter."""
     torch.manual_seed(seed)
     model = EncoderDecoder(ModelConfig(**(SMALL | switches))).eval()
@@ -26,10 +26,10 @@ def make_model(seed=0, noise=0.3, **switches) -> EncoderDecoder:
 def batch(seed=1):
     """Two sources (the second padded after 4 tokens) and two decoder inputs starting with <bos>."""
     g = torch.Generator().manual_seed(seed)
-    source = torch.randint(3, 17, (2, 6), generator=g)
-    source[1, 4:] = 0                                                       # padding
-    target = torch.randint(3, 17, (2, 5), generator=g)
-    target[:, 0] = 1                                                        # <bos>
+    source = torch.randint(4, 17, (2, 6), generator=g)
+    source[1, 4:] = 1                                                       # padding
+    target = torch.randint(4, 17, (2, 5), generator=g)
+    target[:, 0] = 2                                                        # <bos>
     return source, target
 
 
@@ -92,7 +92,7 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
         return linear(act(linear(x, f"{prefix}.W_in")), f"{prefix}.W_out")
 
     src, tgt = source.numpy(), target.numpy()
-    keep = (src != 0)[:, None, None, :]                                   # (b, 1, 1, s)
+    keep = (src != 1)[:, None, None, :]                                   # (b, 1, 1, s)
     x = embed(src, "encoder_embed")
     for i in range(cfg.n_layers):
         p, name = f"encoder_blocks.{i}", f"encoder.blocks.{i}"
@@ -191,10 +191,10 @@ def test_beam_one_is_greedy_and_a_wider_beam_never_scores_worse():
     source = [5, 9, 3, 12]
     narrow, wide = beam_search(model, source, 1), beam_search(model, source, 4)
     assert narrow.tokens == greedy(model, source)
-    ids = [1]
+    ids = [2]                                                                   # <bos>
     for _ in range(model.cfg.max_len - 1):                                      # greedy by hand
         nxt = int(model.run(source, ids)["logits"][0, -1].argmax())
-        if nxt == 2:
+        if nxt == 3:                                                            # <eos>
             break
         ids.append(nxt)
     assert narrow.tokens == ids[1:]
@@ -210,13 +210,13 @@ def test_seeded_sampling_repeats_and_bad_input_is_refused():
     model = make_model()
     assert sample(model, [4, 5, 6], seed=7) == sample(model, [4, 5, 6], seed=7)
     with pytest.raises(ValueError, match="at most 10"):
-        model.run(list(range(3, 15)), [1])
+        model.run(list(range(4, 16)), [2])
     with pytest.raises(ValueError, match="outside"):
-        model.run([3, 99], [1])
+        model.run([4, 99], [2])
     with pytest.raises(ValueError, match="non-empty"):
-        model.run([], [1])
+        model.run([], [2])
     with pytest.raises(ValueError, match="cannot edit"):
-        model.run([3, 4], [1], edits={"blocks.0.attn.z": torch.zeros_like})
+        model.run([4, 5], [2], edits={"blocks.0.attn.z": torch.zeros_like})
 
 
 def test_edits_by_name_reach_cross_attention():
