@@ -14,12 +14,15 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from .config import ModelConfig
+from .seq2seq import EncoderDecoder
 from .tokenizers import Tokenizer, tokenizer_from_dict
 from .transformer import TransformerLM
 
 FORMAT = "transformer-explorer/1"
 BUNDLED_DIR = Path(__file__).parent / "checkpoints"
-BUNDLED = ("tinytales", "roses")           # the first is the app's default
+BUNDLED = ("tinytales", "roses")           # decoder-only language models; the first is the app's default
+BUNDLED_SEQ2SEQ = ("sort", "translate")    # encoder-decoders (source in, target out)
+ARCHITECTURES = {"decoder": TransformerLM, "encoder-decoder": EncoderDecoder}   # files before this say nothing: decoder
 MAX_UPLOAD_BYTES = 50_000_000
 
 
@@ -31,7 +34,8 @@ class Bundle:
     facts: dict = field(default_factory=dict)
 
     def document(self) -> dict:
-        return {"format": FORMAT, "config": self.model.cfg.to_dict(),
+        architecture = next(name for name, cls in ARCHITECTURES.items() if isinstance(self.model, cls))
+        return {"format": FORMAT, "architecture": architecture, "config": self.model.cfg.to_dict(),
                 "tokenizer": self.tokenizer.to_dict(), "facts": self.facts}
 
 
@@ -62,8 +66,9 @@ def load(stem: str | Path) -> Bundle:
 
 def load_bundled(name: str) -> Bundle:
     """One of the models shipped with the app, by name (see BUNDLED)."""
-    if name not in BUNDLED:
-        raise ValueError(f"there is no bundled model called {name!r}; choose one of {', '.join(BUNDLED)}")
+    if name not in BUNDLED + BUNDLED_SEQ2SEQ:
+        raise ValueError(f"there is no bundled model called {name!r}; choose one of "
+                         f"{', '.join(BUNDLED + BUNDLED_SEQ2SEQ)}")
     return load(BUNDLED_DIR / name)
 
 
@@ -94,7 +99,10 @@ def from_parts(document: dict, tensors: dict[str, torch.Tensor]) -> Bundle:
     tokenizer = tokenizer_from_dict(document.get("tokenizer"))
     if tokenizer.vocab_size != cfg.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model expects {cfg.vocab_size}")
-    model = TransformerLM(cfg)
+    architecture = document.get("architecture", "decoder")
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; expected one of {', '.join(ARCHITECTURES)}")
+    model = ARCHITECTURES[architecture](cfg)
     expected = model.state_dict()
     if cfg.tie_embeddings:
         del expected[TIED]

@@ -78,6 +78,8 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        if cfg.tie_embeddings:
+            raise ValueError("an encoder-decoder here keeps its unembedding untied (tie_embeddings must be false)")
         self.cfg = cfg
         self.encoder_embed = Embedding(cfg)
         self.encoder_blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
@@ -221,3 +223,9 @@ def transduce(bundle, text: str, beam_size: int = 1) -> str:
     ids = bundle.tokenizer.encode(text)
     out = beam_search(bundle.model, ids, beam_size).tokens
     return bundle.tokenizer.decode(out)
+
+
+def exact_match(bundle, data: list[tuple[str, str]], beam_size: int = 1) -> float:
+    """The share of (source, target) pairs whose decoded target is exactly the expected one."""
+    hits = sum(transduce(bundle, source, beam_size) == target for source, target in data)
+    return hits / max(1, len(data))
