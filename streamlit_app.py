@@ -7,7 +7,7 @@ import torch
 from explorer.lab import pause_all
 from explorer.memory import limit_arenas
 from explorer.state import current_view
-from explorer.steps import DISCOVER, LAB, STEPS
+from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
@@ -23,7 +23,8 @@ def as_page(step):
                    default=step.slug == "home")
 
 
-page = st.navigation({"Walk-through": [as_page(s) for s in STEPS], "Discover": [as_page(DISCOVER)],
+page = st.navigation({"Walk-through": [as_page(s) for s in STEPS],
+                      "Encoder-decoder": [as_page(ENCODER_DECODER)], "Discover": [as_page(DISCOVER)],
                       "Lab": [as_page(LAB)]})
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training

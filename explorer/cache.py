@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from model.checkpoint import Bundle
+from model.seq2seq import EncoderDecoder, greedy
 from model.transformer import Trace
 
 from .view import View, is_finite, model_key, trace_is_finite
@@ -76,7 +77,10 @@ def trace_and_finite(view: View, experiment: Experiment | None = None,
     """(trace, finite) of the view's sentence (or `ids`) through its model, with `experiment` if given."""
     ids = tuple(view.ids if ids is None else ids)
     model = view.bundle.model
-    if experiment is None:
+    if isinstance(model, EncoderDecoder):        # the source in, the target it writes: the decoder reads it back
+        edits = experiment.edits(model.cfg) if experiment is not None else None
+        run = lambda: model.run(list(ids), [model.bos_id, *greedy(model, list(ids), edits=edits)], edits=edits)  # noqa
+    elif experiment is None:
         run = lambda: model.run(list(ids))                                       # noqa: E731
     else:
         run = lambda: model.run(list(ids), edits=experiment.edits(model.cfg), causal=experiment.causal)  # noqa

@@ -8,7 +8,10 @@ import streamlit as st
 from .state import link_to, section_key
 from .plot import DIMS_SHOWN
 from .view import View, quote  # noqa: F401  (pages import quote from here)
-from .steps import BY_SLUG, neighbours
+from .models import is_encoder_decoder
+from .steps import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
+
+WALK_THROUGH = {step.slug for step in STEPS}       # pages that show a decoder-only language model
 
 # Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
 # Constants: no user text ever goes into unsafe HTML.
@@ -37,6 +40,12 @@ def page_header(slug: str, view: View) -> None:
     st.title(BY_SLUG[slug].title)
     for notice in view.notices + (view.prepared.notices if view.prepared else []):
         st.warning(notice, icon=":material/info:")
+    if slug in WALK_THROUGH and is_encoder_decoder(view.bundle):
+        st.info(f"**{view.name}** is an encoder-decoder (a source in, a target out), and this page shows a "
+                "decoder-only language model (tinytales, roses, GPT-2). The encoder, the decoder and the "
+                "cross-attention between them are on the encoder-decoder page.", icon=":material/translate:")
+        st.page_link(ENCODER_DECODER.file, label=f"Open {ENCODER_DECODER.title}", icon=ENCODER_DECODER.icon)
+        st.stop()
 
 
 FIGURE_FORMATS = {"PNG": "png", "SVG": "svg"}

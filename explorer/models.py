@@ -10,7 +10,8 @@ from pathlib import Path
 import streamlit as st
 
 from model import hub
-from model.checkpoint import BUNDLED, Bundle, load_bundled
+from model.checkpoint import BUNDLED, BUNDLED_SEQ2SEQ, Bundle, load_bundled
+from model.seq2seq import EncoderDecoder
 
 from .memory import give_back_freed
 
@@ -35,15 +36,22 @@ def pretrained_model(name: str, directory: str) -> Bundle:
 
 
 def model_names() -> list[str]:
-    """Bundled models, the pretrained ones, then the models this session trained or uploaded."""
-    return [*BUNDLED, *PRETRAINED, *st.session_state.get("trained_models", {})]
+    """Bundled models, the pretrained ones, the encoder-decoders, then the models this session trained or uploaded."""
+    return [*BUNDLED, *PRETRAINED, *BUNDLED_SEQ2SEQ, *st.session_state.get("trained_models", {})]
 
 
 def label(name: str) -> str:
     """What the picker shows for model `name`."""
     if name in PRETRAINED:
         return f"{PRETRAINED[name].label} (124M)"
+    if name in BUNDLED_SEQ2SEQ:
+        return f"{name} (encoder-decoder)"
     return name
+
+
+def is_encoder_decoder(bundle: Bundle) -> bool:
+    """Source in, target out (the 2017 transformer): shown on the encoder-decoder page, not the walk-through."""
+    return isinstance(bundle.model, EncoderDecoder)
 
 
 def ensure_files(name: str) -> str | None:

@@ -33,7 +33,10 @@ LAB = Step("training", "Training lab", "pages/training.py", ":material/model_tra
            "Train a small transformer live, watch it learn, then explore it.")
 DISCOVER = Step("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
                 "Skills hidden in the model, found by searching its heads: guess first, then see.")
-BY_SLUG = {step.slug: step for step in [*STEPS, DISCOVER, LAB]}
+ENCODER_DECODER = Step("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
+                       "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
+                       "cross-attention.")
+BY_SLUG = {step.slug: step for step in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]}
 
 
 def neighbours(slug: str) -> tuple[Step | None, Step | None]:

@@ -6,6 +6,9 @@ Each helper returns a dict {trace name: function}; combine several with `combine
     remove_positions()                positional encodings to zeros: the model sees a bag of words
     skip_mlp(layer=1)                 zero a feed-forward network's contribution to the stream
     remove_scaling(cfg)               undo the 1/sqrt(K) in the attention scores
+    scoped("decoder.", edits)         the same edits inside an encoder-decoder's encoder or decoder
+
+An encoder-decoder's cross-attention head: scoped("decoder.", knock_out_head(0, 1, "cross_attn")).
 """
 import math
 from collections.abc import Mapping
@@ -16,13 +19,14 @@ from .config import ModelConfig
 from .transformer import Edit
 
 
-def knock_out_head(layer: int, head: int) -> dict[str, Edit]:
-    """Zero head `head` of block `layer`: its mixed values z never reach the output projection."""
+def knock_out_head(layer: int, head: int, attention: str = "attn") -> dict[str, Edit]:
+    """Zero head `head` of block `layer`: its mixed values z never reach the output projection. `attention` is
+    "attn" (self-attention) or, in an encoder-decoder's decoder, "cross_attn"."""
     def zero_head(z: torch.Tensor) -> torch.Tensor:               # z: (B, H, T, K)
         z = z.clone()
         z[:, head] = 0.0
         return z
-    return {f"blocks.{layer}.attn.z": zero_head}
+    return {f"blocks.{layer}.{attention}.z": zero_head}
 
 
 def remove_positions() -> dict[str, Edit]:
@@ -40,6 +44,11 @@ def remove_scaling(cfg: ModelConfig, layers: list[int] | None = None) -> dict[st
     factor = math.sqrt(cfg.d_head)
     layers = range(cfg.n_layers) if layers is None else layers
     return {f"blocks.{i}.attn.scores": (lambda s: s * factor) for i in layers}
+
+
+def scoped(prefix: str, edits: Mapping[str, Edit]) -> dict[str, Edit]:
+    """`edits` for the part of an encoder-decoder named by `prefix` ("encoder." or "decoder.")."""
+    return {prefix + name: fn for name, fn in edits.items()}
 
 
 def combine(*edit_sets: Mapping[str, Edit]) -> dict[str, Edit]:

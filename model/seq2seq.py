@@ -167,18 +167,20 @@ class Beam:
 
 
 @torch.no_grad()
-def beam_search(model: EncoderDecoder, source: list[int], beam_size: int = 1, max_len: int | None = None) -> Beam:
+def beam_search(model: EncoderDecoder, source: list[int], beam_size: int = 1, max_len: int | None = None,
+                edits: Mapping[str, Edit] | None = None) -> Beam:
     """Keep the `beam_size` likeliest partial targets at every step (scores: summed log-probabilities); a
-    hypothesis that writes <eos> is finished. Beam size 1 is greedy decoding."""
+    hypothesis that writes <eos> is finished. Beam size 1 is greedy decoding. `edits` (by trace name, as for
+    run) apply at every step: what the model would write with, say, a cross-attention head knocked out."""
     max_len = min(max_len or model.cfg.max_len, model.cfg.max_len)
     src = model.check_tokens(source, "source")                                     # (1, S)
-    memory = model.encode(src, Recorder())                                         # (1, S, D)
+    memory = model.encode(src, Recorder(edits))                                    # (1, S, D)
     alive: list[tuple[list[int], float]] = [([model.bos_id], 0.0)]
     done: list[tuple[list[int], float]] = []
     steps = []
     for _ in range(max_len - 1):
         target = torch.tensor([ids for ids, _ in alive])                          # (N, t)
-        logits = model.decode(target, memory.expand(len(alive), -1, -1), src.expand(len(alive), -1), Recorder())
+        logits = model.decode(target, memory.expand(len(alive), -1, -1), src.expand(len(alive), -1), Recorder(edits))
         logp = logits[:, -1].log_softmax(-1)                                       # (N, V)
         scores = torch.tensor([s for _, s in alive])[:, None] + logp              # (N, V)
         top = scores.flatten().topk(beam_size)
@@ -195,9 +197,10 @@ def beam_search(model: EncoderDecoder, source: list[int], beam_size: int = 1, ma
     return Beam(tokens, best, steps)
 
 
-def greedy(model: EncoderDecoder, source: list[int], max_len: int | None = None) -> list[int]:
+def greedy(model: EncoderDecoder, source: list[int], max_len: int | None = None,
+           edits: Mapping[str, Edit] | None = None) -> list[int]:
     """The target written by always taking the likeliest next token."""
-    return beam_search(model, source, 1, max_len).tokens
+    return beam_search(model, source, 1, max_len, edits).tokens
 
 
 @torch.no_grad()

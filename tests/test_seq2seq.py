@@ -228,3 +228,20 @@ def test_edits_by_name_reach_cross_attention():
     assert (after[name] == 0).all()
     assert not torch.allclose(before["logits"], after["logits"])
     torch.testing.assert_close(before["encoder.final.norm"], after["encoder.final.norm"])   # upstream untouched
+
+
+def test_decoding_with_a_cross_attention_head_knocked_out_uses_the_edit_at_every_step():
+    from model.edits import knock_out_head, remove_positions, scoped
+    model = make_model(seed=2)
+    source = [5, 9, 4, 12, 7]
+    knocked = scoped("decoder.", knock_out_head(1, 0, "cross_attn"))
+    out = greedy(model, source, edits=knocked)
+    ids = [2]
+    for _ in range(model.cfg.max_len - 1):                                      # greedy by hand, edited
+        nxt = int(model.run(source, ids, edits=knocked)["logits"][0, -1].argmax())
+        if nxt == 3:
+            break
+        ids.append(nxt)
+    assert out == ids[1:]
+    trace = model.run(source, [2, *out], edits=scoped("encoder.", remove_positions()))
+    assert (trace["encoder.embed.pos"] == 0).all() and (trace["decoder.embed.pos"] != 0).any()

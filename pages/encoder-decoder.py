@@ -1,0 +1,74 @@
+"""The encoder-decoder: the encoder reads the source, the decoder writes the target through cross-attention."""
+import streamlit as st
+
+from explorer import seq2seq as S
+from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
+                             sections, step_nav)
+from explorer.models import is_encoder_decoder
+from explorer.state import view
+
+v = view()
+page_header(S.SLUG, v)
+if not is_encoder_decoder(v.bundle):
+    st.info(S.NOT_HERE, icon=":material/translate:")
+    st.stop()
+explanation(v, S.INTRO)
+trace = require_trace(v, S.SLUG)
+st.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
+            f"**Target** (what the decoder wrote, greedily): {S.quote(S.decoded_text(v, trace))}")
+left, right, _ = st.columns([1, 1, 3])
+layer, head = layer_picker(v, left), head_picker(v, right)
+cross, encoder, decoder, steps, whatif = sections(S.SLUG, S.SECTIONS)
+
+if cross.open:
+    with cross:
+        st.subheader("Cross-attention: the decoder reads the source")
+        chart(S.figure("cross", v, layer, head))
+        st.caption(S.CROSS_TEXT)
+        st.markdown(S.alignment_words(v, trace, layer, head))
+        panel = math_panel(S.SLUG)
+        if panel.open:
+            with panel:
+                a, b = st.columns(2)
+                row = a.selectbox("Target row", range(len(S.written(v, trace))), key="s2s_row",
+                                  format_func=lambda t: S.row_labels(v, trace)[t])
+                col = b.selectbox("Source column", range(len(v.tokens)), key="s2s_col",
+                                  format_func=lambda s: f"{s}: {v.tokens[s]}")
+                st.markdown("\n".join(S.math_lines(v, trace, layer, head, row, col)))
+
+if encoder.open:
+    with encoder:
+        st.subheader("The encoder reads the whole source at once")
+        chart(S.figure("encoder", v, layer, head))
+        st.caption("No causal mask: a source token may look at tokens after it too. Each row adds up to 1.")
+
+if decoder.open:
+    with decoder:
+        st.subheader("The decoder looks back at what it has written")
+        chart(S.figure("decoder", v, layer, head))
+        st.caption("The causal mask of the decoder-only models: row t sees <bos> and the tokens written before it.")
+
+if steps.open:
+    with steps:
+        st.subheader("Decoding, one token at a time")
+        st.dataframe(S.greedy_table(v, trace), hide_index=True, column_config={
+            "probability": st.column_config.NumberColumn(format="%.4f"),
+            "its probability": st.column_config.NumberColumn(format="%.4f")})
+        st.caption("Greedy decoding takes the likeliest token at every step and stops at <eos>.")
+        size = st.select_slider("Beam size", [1, 2, 3, 4, 5], 3, key="s2s_beam",
+                                help="Keep this many partial targets at every step and finish the best one.")
+        result = S.beam(v, size)
+        st.markdown(f"Beam search ({size}): {S.quote(v.bundle.tokenizer.decode(result.tokens))}, total "
+                    f"log-probability **{result.score:.4f}**.")
+        st.dataframe(S.beam_table(v, result), hide_index=True,
+                     column_config={"log-probability": st.column_config.NumberColumn(format="%.4f")})
+
+if whatif.open:
+    with whatif:
+        st.subheader("What if?")
+        options = S.experiments(layer, head)
+        choice = st.radio("Change the model", list(options), key="s2s_whatif")
+        st.markdown(f"Without the change: {S.quote(S.decoded_text(v, trace))}  \n"
+                    f"With it: {S.quote(S.whatif_output(v, options[choice]))}")
+
+step_nav(S.SLUG)
