@@ -61,7 +61,7 @@ SEQ2SEQ_PRESETS = {
         task="sort",
         model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=12, pos="sinusoidal",
                    norm="layer", norm_position="pre", activation="relu"),
-        train=TrainConfig(steps=2000, batch_size=64, lr=0.5, warmup=200, schedule="noam", label_smoothing=0.1,
+        train=TrainConfig(steps=3000, batch_size=64, lr=0.25, warmup=200, schedule="noam", label_smoothing=0.1,
                           weight_decay=0.0),
         targets={"exact_match": 0.99},
     ),

@@ -8,7 +8,8 @@ The translation is a toy English -> French grammar built from a small hand-check
 student can see the model learn: French articles agree with the noun's gender and number (le chat, la
 souris, les chats), colour adjectives come after the noun and agree with it (la voiture verte, les chiens
 noirs), and the verb agrees with its subject (le chat dort, les chats dorment). Every noun starts with a
-consonant, so no elision (l') is needed.
+consonant, so no elision (l') is needed, and every English noun shows its number (no "fish"), so every
+source has exactly one right translation.
 """
 import random
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class Verb:
 NOUNS = (
     Noun("cat", "cats", "chat", "chats", "m"), Noun("dog", "dogs", "chien", "chiens", "m"),
     Noun("horse", "horses", "cheval", "chevaux", "m"), Noun("boy", "boys", "garçon", "garçons", "m"),
-    Noun("rabbit", "rabbits", "lapin", "lapins", "m"), Noun("fish", "fish", "poisson", "poissons", "m"),
+    Noun("rabbit", "rabbits", "lapin", "lapins", "m"), Noun("duck", "ducks", "canard", "canards", "m"),
     Noun("mouse", "mice", "souris", "souris", "f"), Noun("girl", "girls", "fille", "filles", "f"),
     Noun("car", "cars", "voiture", "voitures", "f"), Noun("cow", "cows", "vache", "vaches", "f"),
     Noun("house", "houses", "maison", "maisons", "f"), Noun("table", "tables", "table", "tables", "f"),
@@ -96,6 +97,57 @@ def translation_pair(rng: random.Random) -> tuple[str, str]:
         english.append(object_en)
         french.append(object_fr)
     return " ".join(english), " ".join(french)
+
+
+def translate(english: str) -> str | None:
+    """The grammar's own French for an English sentence it can make, else None (the lab's probe target)."""
+    nouns = {n.english: (n, False) for n in NOUNS} | {n.plural: (n, True) for n in NOUNS}
+    adjectives = {a.english: a for a in ADJECTIVES}
+    verbs = {v.english: (v, False) for v in VERBS} | {v.plural: (v, True) for v in VERBS}
+    words = english.lower().split()
+
+    def phrase(i: int):                              # -> (French, plural, next index) or None
+        if i >= len(words) or words[i] not in ("the", "a"):
+            return None
+        article, i = words[i], i + 1
+        adjective = adjectives.get(words[i]) if i < len(words) else None
+        i += adjective is not None
+        if i >= len(words) or words[i] not in nouns:
+            return None
+        noun, plural = nouns[words[i]]
+        if (article, noun.gender, plural) not in ARTICLES:
+            return None
+        french = [ARTICLES[(article, noun.gender, plural)], noun.french_plural if plural else noun.french]
+        if adjective:
+            french.append(adjective.forms[(noun.gender == "f") + 2 * plural])
+        return french, plural, i + 1
+
+    subject = phrase(0)
+    if subject is None or subject[2] >= len(words) or words[subject[2]] not in verbs:
+        return None
+    french, plural, i = subject
+    verb, verb_plural = verbs[words[i]]
+    if verb_plural != plural and verb.english != verb.plural:
+        return None
+    french = french + [verb.french_plural if plural else verb.french]
+    if verb.transitive:
+        obj = phrase(i + 1)
+        if obj is None or obj[2] != len(words):
+            return None
+        french += obj[0]
+    elif i + 1 != len(words):
+        return None
+    return " ".join(french)
+
+
+def answer(task: str, source: str) -> str | None:
+    """The right target for a source of `task`, or None when the source is not one the task can answer."""
+    if task == "translate":
+        return translate(source)
+    digits = source.split()
+    if not digits or any(d not in DIGITS for d in digits):
+        return None
+    return " ".join(sorted(digits) if task == "sort" else digits[::-1])
 
 
 def digit_pair(rng: random.Random, task: str, lengths: tuple[int, int] = (3, 8)) -> tuple[str, str]:

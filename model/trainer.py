@@ -276,3 +276,17 @@ class PairTrainer(Trainer):
         labels = self._labels(targets)
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=self.ignore_index)
         return float(loss), accuracy(logits, labels, self.ignore_index)
+
+    @torch.no_grad()
+    def exact_match(self, max_pairs: int = 256) -> float:
+        """The share of validation pairs whose whole target the model gets right, in one teacher-forced pass:
+        when every step's top prediction is the right token, greedy decoding writes exactly the target."""
+        sources, targets = (t[:max_pairs] for t in self.val_pairs)
+        was_training = self.model.training
+        self.model.eval()
+        guesses = self.model(sources, targets[:, :-1]).argmax(-1)                            # (n, T-1)
+        self.model.train(was_training)
+        labels = self._labels(targets)
+        right = (guesses == labels) | (labels == self.ignore_index)
+        return float(right.all(-1).float().mean())
+

@@ -41,7 +41,7 @@ def test_every_french_sentence_agrees_in_gender_and_number():
         if len(rest) > 1:
             _, _, after = parse_phrase(rest[1:])
             assert after == [], french
-        # the English verb says the same number ("the fish sleep": plural, though "fish" does not show it)
+        # the English verb says the same number
         english_verb = next(w for w in english.split() if w in ENGLISH_VERB_PLURAL)
         assert ENGLISH_VERB_PLURAL[english_verb] == plural, (english, french)
 
@@ -109,3 +109,24 @@ def test_teacher_forcing_learns_to_reverse_three_digits_and_ignores_padding():
     flow = trainer.gradient_flow()
     assert "decoder_blocks.0.cross_attn.W_q.weight" in flow and all(m <= x for m, x in flow.values())
     assert {"encoder_embed", "encoder_blocks.0", "decoder_blocks.0", "unembed"} <= set(trainer.grad_norms())
+
+
+def test_the_grammar_answers_its_own_sentences_and_nothing_else():
+    for english, french in tasks.pairs("translate", 3_000, seed=7):
+        assert tasks.answer("translate", english) == french
+    assert tasks.answer("translate", "the cat sleeps quickly") is None
+    assert tasks.answer("translate", "the cats sleeps") is None                  # no agreement, no answer
+    assert tasks.answer("translate", "my name is Sara") is None
+    assert tasks.answer("sort", "3 1 2") == "1 2 3" and tasks.answer("reverse", "3 1 2") == "2 1 3"
+    assert tasks.answer("sort", "3 x 2") is None
+
+
+def test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding():
+    from model.checkpoint import load_bundled
+    from model.seq2seq import exact_match
+    bundle = load_bundled("translate")
+    data = tasks.pairs("translate", 300, seed=11)
+    trainer = PairTrainer(bundle.model, tasks.encode_pairs(bundle.tokenizer, data, 12),
+                          tasks.encode_pairs(bundle.tokenizer, data, 12), TrainConfig())
+    bundle.model.eval()
+    assert trainer.exact_match(300) == pytest.approx(exact_match(bundle, data), abs=1e-9)
