@@ -1,4 +1,5 @@
 """Figures for the training lab: plain functions of a run's history (Plotly: cheap to redraw live)."""
+import itertools
 import math
 
 import plotly.graph_objects as go
@@ -58,12 +59,16 @@ def metrics_figure(run, presenter: bool = False) -> go.Figure:
     """Accuracy, learning rate and per-layer gradient norms (gradient flow) side by side."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("accuracy", "learning rate", "gradient norm per layer"))
     steps = [h["step"] for h in run.history]
-    colours = iter(COLOURS)
+    colours = itertools.cycle(COLOURS)          # an encoder-decoder has more layers than colours
     fig.add_scatter(x=steps, y=[h["accuracy"] for h in run.history], name="train accuracy", row=1, col=1,
                     line_color=next(colours), hovertemplate="step %{x}: %{y:.3f}<extra>train accuracy</extra>")
     fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["val_accuracy"] for e in run.evals], row=1, col=1,
                     name="validation accuracy", mode="lines+markers", line_color=next(colours),
                     hovertemplate="step %{x}: %{y:.3f}<extra>validation accuracy</extra>")
+    if run.evals and "exact_match" in run.evals[-1]:          # an encoder-decoder: whole targets right
+        fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["exact_match"] for e in run.evals], row=1, col=1,
+                        name="held-out exact match", mode="lines+markers", line_color=next(colours),
+                        hovertemplate="step %{x}: %{y:.3f}<extra>held-out exact match</extra>")
     fig.add_scatter(x=steps, y=[h["lr"] for h in run.history], name="learning rate", row=1, col=2,
                     line_color=next(colours), hovertemplate="step %{x}: %{y:.2e}<extra>learning rate</extra>")
     layers = [k for k in (run.history[0] if run.history else {}) if k.startswith("grad ")]
@@ -103,6 +108,12 @@ def snapshot_figure(run, index: int, layer: int, head: int, presenter: bool = Fa
     step, patterns = run.snapshots[index]
     vocab = run.tokenizer.vocab
     tokens = labels([vocab[i] for i in run.probe_ids])
+    if run.encoder_decoder:                 # cross-attention: the probe's right target down, its source across
+        written = labels([vocab[i] for i in run.probe_target] + ["<eos>"])
+        return heatmap(patterns[layer, head], written, tokens,
+                       title=f"Cross-attention of layer {layer} head {head} at step {step}",
+                       row_title="writing", col_title="reading (source)", value_name="weight", signed=False,
+                       zmin=0, zmax=1, presenter=presenter)
     return heatmap(patterns[layer, head], tokens, tokens, title=f"Attention of layer {layer} head {head} at step {step}",
                    row_title="query", col_title="key", value_name="weight", signed=False, zmin=0, zmax=1,
                    presenter=presenter)

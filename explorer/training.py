@@ -12,15 +12,16 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from model import corpora
+from model import corpora, tasks
 from model.checkpoint import Bundle
 from model.config import ACTIVATIONS, LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS, ModelConfig
 from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
 from model.generate import generate
 from model.presets import PRESETS as MODEL_PRESETS
-from model.presets import Recipe, build_tokenizer, corpus_texts
+from model.presets import SEQ2SEQ_PRESETS, Recipe, build_tokenizer, corpus_texts
+from model.seq2seq import EncoderDecoder, beam_search
 from model.tokenizers import TOKENIZERS, Tokenizer
-from model.trainer import OPTIMIZERS, SCHEDULES, TrainConfig, Trainer
+from model.trainer import OPTIMIZERS, SCHEDULES, PairTrainer, TrainConfig, Trainer
 from model.transformer import TransformerLM, block_name
 
 MAX_TRAINING = 2                 # trainings computing at once, server-wide
@@ -30,10 +31,15 @@ MAX_RUNS = 4                     # runs kept per session (the oldest is dropped)
 MAX_SNAPSHOTS = 30               # attention snapshots kept per run
 WALL_BUDGET_S = 300              # a run stops after this much training time
 TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit sorting",
-         "reverse": "Digit reversal", "text": "Your own text"}
+         "reverse": "Digit reversal", "text": "Your own text",
+         "ed_sort": "Sorting (encoder-decoder)", "ed_translate": "English → French (encoder-decoder)"}
 TASK_ABOUT = {"roses": "the roses poem", "tinytales": "tiny tales (simple English)",
               "digits": "sorting lists of digits (3 1 2 > 1 2 3)",
-              "reverse": "reversing lists of digits (3 1 4 > 4 1 3)", "text": "your own text"}
+              "reverse": "reversing lists of digits (3 1 4 > 4 1 3)", "text": "your own text",
+              "ed_sort": "sorting digits with an encoder-decoder (3 1 2 -> 1 2 3)",
+              "ed_translate": "translating simple English into French with an encoder-decoder"}
+ENCODER_DECODER_TASKS = {"ed_sort": "sort", "ed_translate": "translate"}   # lab task -> model.tasks task
+LAB_PAIRS, LAB_HELD_OUT = 5_000, 200     # an encoder-decoder run's training pairs and held-out pairs
 PACE_WINDOW = 10                 # recent ticks the time estimate reads
 PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
 clock = time.monotonic           # wall clock of the time estimate (tests replace it)
@@ -82,10 +88,20 @@ PRESETS = {
     "diverging": ("Too high a learning rate: watch training blow up (SGD at learning rate 1.0, no warmup, "
                   "no gradient clipping).",
                   LabSetup(train=replace(WALKTHROUGH.train, optimizer="sgd", lr=1.0, warmup=0, grad_clip=0.0))),
+    "sort (encoder-decoder)": (
+        "The 2017 transformer sorts digits: an encoder reads the list, a decoder writes it sorted, with label "
+        "smoothing and the warmup schedule; watch the cross-attention find the next smallest digit.",
+        LabSetup(task="ed_sort", model=dict(SEQ2SEQ_PRESETS["sort"].model), train=SEQ2SEQ_PRESETS["sort"].train)),
+    "translate (encoder-decoder)": (
+        "English into French with the 2017 transformer: watch the cross-attention line up \"the red cat\" with "
+        "\"le chat rouge\", word order flipped.",
+        LabSetup(task="ed_translate", model=dict(SEQ2SEQ_PRESETS["translate"].model),
+                 train=SEQ2SEQ_PRESETS["translate"].train)),
 }
 
 PROBES = {"roses": "roses are red violets are blue", "tinytales": "the cat sat on the mat because it was tired",
-          "digits": "3 1 2 > 1 2 3", "reverse": "3 1 4 1 5 > 5 1 4 1 3"}
+          "digits": "3 1 2 > 1 2 3", "reverse": "3 1 4 1 5 > 5 1 4 1 3", "ed_sort": "7 3 9 1 4",
+          "ed_translate": "the red cat sees a green mouse"}
 
 
 def check_setup(setup: LabSetup) -> list[str]:
@@ -128,6 +144,11 @@ class Run:
     status: str = "ready"                                     # ready, running, waiting, paused, done, diverged
     seconds: float = 0.0                                      # training compute time
     ticks: list[tuple[float, int]] = field(default_factory=list)   # (wall clock, steps done) after recent ticks
+    probe_target: list[int] = field(default_factory=list)    # an encoder-decoder's probe: its right target
+
+    @property
+    def encoder_decoder(self) -> bool:
+        return isinstance(self.model, EncoderDecoder)
 
     @property
     def model(self) -> TransformerLM:
@@ -151,6 +172,8 @@ class Run:
     def example(self) -> str:
         """A sentence the model knows every token of: the probe sentence, else the start of its training text."""
         ids = self.probe_ids
+        if self.encoder_decoder:
+            return self.tokenizer.decode(ids)
         if self.tokenizer.unk_id is not None and self.tokenizer.unk_id in ids:
             ids = self.trainer.train_ids[: self.model.cfg.max_len].tolist()
         return self.tokenizer.decode(ids)
@@ -210,6 +233,8 @@ class Run:
 
     def observe(self) -> None:
         """Validation loss, a sample generation and an attention snapshot at the current step."""
+        if self.encoder_decoder:
+            return self._observe_encoder_decoder()
         val_loss, val_acc = self.trainer.evaluate(max_windows=16)
         self.evals.append(dict(step=self.steps_done, val_loss=val_loss, val_accuracy=val_acc))
         prompt = self.probe_ids[: max(1, min(3, len(self.probe_ids)))]
@@ -218,11 +243,32 @@ class Run:
         self.samples = self.samples[-20:]
         self.snapshot()
 
+    def _observe_encoder_decoder(self) -> None:
+        """Held-out loss, token accuracy and exact match; the probe decoded greedily and by beam search."""
+        val_loss, val_acc = self.trainer.evaluate()
+        self.evals.append(dict(step=self.steps_done, val_loss=val_loss, val_accuracy=val_acc,
+                               exact_match=self.trainer.exact_match()))
+        self.model.eval()
+        decode = self.tokenizer.decode
+        greedy_out = decode(beam_search(self.model, self.probe_ids, 1).tokens)
+        beam_out = decode(beam_search(self.model, self.probe_ids, 3).tokens)
+        self.model.train()
+        self.samples = (self.samples + [(self.steps_done, f"{greedy_out}   (beam 3: {beam_out})")])[-20:]
+        self.snapshot()
+
     def snapshot(self) -> None:
+        if self.encoder_decoder:                   # the probe's cross-attention: (L, H, T, S)
+            trace = self.model.run(self.probe_ids, [self.model.bos_id, *self.probe_target])
+            patterns = torch.stack([trace[f"decoder.blocks.{i}.cross_attn.pattern"][0]
+                                    for i in range(self.model.cfg.n_layers)])
+            self._keep_snapshot(patterns)
+            return
         layers = range(self.model.cfg.n_layers)
         trace = self.model.run(self.probe_ids, names=[block_name("pattern", i) for i in layers])   # patterns only
-        patterns = torch.stack([trace["pattern", i][0] for i in layers])
-        self.snapshots.append((self.steps_done, patterns))                       # (L, H, T, T)
+        self._keep_snapshot(torch.stack([trace["pattern", i][0] for i in layers]))   # (L, H, T, T)
+
+    def _keep_snapshot(self, patterns: torch.Tensor) -> None:
+        self.snapshots.append((self.steps_done, patterns))
         if len(self.snapshots) > MAX_SNAPSHOTS:      # thin out evenly, keeping the first and the latest
             self.snapshots = self.snapshots[::2] + ([self.snapshots[-1]] if len(self.snapshots) % 2 == 0 else [])
 
@@ -248,6 +294,8 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
     problems = check_setup(setup)
     if problems:
         raise ValueError(" ".join(problems))
+    if setup.task in ENCODER_DECODER_TASKS:
+        return _new_encoder_decoder_run(setup, label, seed)
     train_text, val_text = texts_for(setup, user_text)
     tokenizer = build_tokenizer(setup.tokenizer, train_text, setup.task)
     cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **setup.model)
@@ -260,6 +308,25 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
     probe_text = setup.probe or PROBES.get(setup.task) or train_text[:200]
     probe_ids = tokenizer.encode(probe_text)[:context] or train_ids[:context]
     run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids)
+    run.snapshot()
+    return run
+
+
+def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
+    """An encoder-decoder on source -> target pairs (model/tasks.py), trained with teacher forcing."""
+    task = ENCODER_DECODER_TASKS[setup.task]
+    tokenizer = tasks.tokenizer_for(task)
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **setup.model)
+    train_pairs = tasks.pairs(task, LAB_PAIRS, seed)
+    held_out = tasks.held_out(task, LAB_HELD_OUT, train_pairs, seed + 1_000)
+    torch.manual_seed(seed)
+    trainer = PairTrainer(EncoderDecoder(cfg), tasks.encode_pairs(tokenizer, train_pairs, cfg.max_len),
+                          tasks.encode_pairs(tokenizer, held_out, cfg.max_len), replace(setup.train, seed=seed))
+    probe = setup.probe if tasks.answer(task, setup.probe or "") else PROBES[setup.task]
+    probe_ids = tokenizer.encode(probe)[:cfg.max_len]
+    target = tokenizer.encode(tasks.answer(task, probe))[:cfg.max_len - 1]
+    run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids,
+              probe_target=target)
     run.snapshot()
     return run
 

@@ -4,12 +4,15 @@ import streamlit as st
 from explorer import lab
 from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, same_task_runs, snapshot_figure
 from explorer.layout import explanation, page_header
+from explorer.models import is_encoder_decoder
 from explorer.state import view
 from explorer.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
                                divergence_explanation, preset_hint, setting_words)
 
-if lab.take_explore_request():        # "Explore it in the walk-through" was pressed: go there with the new model
-    st.switch_page("pages/home.py")
+explored = lab.take_explore_request()
+if explored:                          # "Explore it in the walk-through" was pressed: go there with the new model
+    trained = st.session_state.get("trained_models", {}).get(explored)
+    st.switch_page("pages/encoder-decoder.py" if trained and is_encoder_decoder(trained) else "pages/home.py")
 
 v = view()
 page_header("training", v)

@@ -1,0 +1,47 @@
+"""The training lab's encoder-decoder tasks: a sort run reaches 99% exact match on held-out lists, its probe's
+cross-attention is snapshotted, its samples are decoded greedily and by beam search, and the finished model opens
+on the encoder-decoder page."""
+import pytest
+
+from conftest import decode, figure_titled, open_page, page_text
+from explorer.training import PRESETS, new_run
+from model import tasks
+from model.seq2seq import EncoderDecoder, beam_search
+
+
+def test_a_lab_sort_run_learns_to_sort_held_out_lists():
+    run = new_run(PRESETS["sort (encoder-decoder)"][1], "check")
+    assert isinstance(run.model, EncoderDecoder)
+    assert run.tokenizer.decode(run.probe_target) == tasks.answer("sort", run.example) == "1 3 4 7 9"
+    while not run.finished and not (run.evals and run.evals[-1]["exact_match"] >= 0.99):
+        run.tick()
+    assert run.evals[-1]["exact_match"] >= 0.99 and run.steps_done < 3000
+    step, patterns = run.snapshots[-1]
+    assert step == run.steps_done and patterns.shape == (2, 4, 6, 5)        # (L, H, target + <eos>, source)
+    assert patterns.sum(-1).allclose(patterns.new_ones(2, 4, 6))
+    run.model.eval()
+    greedy = run.tokenizer.decode(beam_search(run.model, run.probe_ids, 1).tokens)
+    assert run.samples[-1][1].startswith(greedy) and "(beam 3: " in run.samples[-1][1]
+
+
+def test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page():
+    at = open_page("training")
+    at.selectbox(key="lab_preset").set_value("translate (encoder-decoder)").run()
+    assert at.session_state["lab_task"] == "ed_translate"
+    at.button(key="lab_start").click().run()
+    run = at.session_state["lab_runs"][-1]
+    for _ in range(3):
+        run.tick()
+    at.run()
+    assert not at.exception
+    snapshot = figure_titled(at, "Cross-attention of layer 0 head 0")
+    assert decode(snapshot["data"][0]["z"]).shape == (8, 7)                 # "le chat rouge voit une souris verte"
+    metrics = figure_titled(at, "Accuracy, learning rate and gradient flow")
+    assert "held-out exact match" in [t["name"] for t in metrics["data"]]
+    at.button(key="lab_pause").click().run()
+    at.button(key="lab_publish").click().run()
+    assert not at.exception and "lab: run 1" in at.selectbox(key="model").options
+    at.selectbox(key="model").set_value("lab: run 1").run()
+    at.switch_page("pages/encoder-decoder.py").run()
+    assert not at.exception and f"“{run.example}”" in page_text(at)            # the probe, as the source
+    assert figure_titled(at, "Cross-attention, layer 0")
