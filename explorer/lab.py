@@ -33,7 +33,8 @@ SHARING = ("**To share a trained model** with a class, download its file: a link
            "lives only in the browser tab that trained it). Students upload the .safetensors file here, and the "
            "model appears in their model picker in the sidebar.")
 
-MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation")
+MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation",
+              "embed_scale")
 TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing")
 SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", "probe", *MODEL_KEYS, *TRAIN_KEYS)]
 

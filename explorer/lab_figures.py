@@ -80,6 +80,21 @@ def metrics_figure(run, presenter: bool = False) -> go.Figure:
     return style(fig, presenter, 320)
 
 
+def flow_figure(run, presenter: bool = False) -> go.Figure:
+    """Gradient flow: the mean and the largest absolute gradient of every parameter at the last step, as bars on
+    a log scale (embeddings first, the unembedding last): a layer whose gradients vanish learns nothing."""
+    names = list(run.flow)
+    fig = go.Figure([go.Bar(x=names, y=[run.flow[n][i] for n in names], name=label, marker_color=colour,
+                            hovertemplate="%{x}<br>" + label + " %{y:.3e}<extra></extra>")
+                     for i, (label, colour) in enumerate([("mean |gradient|", COLOURS[3]),
+                                                          ("largest |gradient|", COLOURS[1])])])
+    fig.update_yaxes(type="log", title="|gradient|")
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=9 if not presenter else 13))
+    fig.update_layout(title=f"Gradient flow at step {run.steps_done}: every parameter's gradients", barmode="group",
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom"))
+    return style(fig, presenter, 420)
+
+
 def same_task_runs(runs, active) -> list:
     """The runs trained on the active run's task: losses of different tasks cannot be compared."""
     return [run for run in runs if run.setup.task == active.setup.task]

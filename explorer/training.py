@@ -64,6 +64,9 @@ class LabSetup(Recipe):
     tokenizer: str = _ROSES.tokenizer
     probe: str = ""              # the sentence whose attention is watched; "" picks one for the task
 
+    def __post_init__(self):     # every switch named, so two setups compare equal when they train the same
+        object.__setattr__(self, "model", {"embed_scale": False, **self.model})
+
 
 WALKTHROUGH = LabSetup()         # the bundled roses model's own recipe
 MEDIUM = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32, pos="sinusoidal", norm="layer",
@@ -145,6 +148,7 @@ class Run:
     seconds: float = 0.0                                      # training compute time
     ticks: list[tuple[float, int]] = field(default_factory=list)   # (wall clock, steps done) after recent ticks
     probe_target: list[int] = field(default_factory=list)    # an encoder-decoder's probe: its right target
+    flow: dict[str, tuple[float, float]] = field(default_factory=dict)   # parameter -> mean, max |gradient|
 
     @property
     def encoder_decoder(self) -> bool:
@@ -207,6 +211,7 @@ class Run:
                 if time.perf_counter() - start >= seconds:
                     break
             self.seconds += time.perf_counter() - start
+            self.flow = self.trainer.gradient_flow()       # the last step's gradients, parameter by parameter
             if self.trainer.weights_finite():           # a diverged model's NaN would only fill the views with noise
                 self.observe()
         finally:
@@ -421,6 +426,8 @@ def setting_words(setup: LabSetup, base: LabSetup | None = None) -> list[str]:
                 words.append(f"{value}-norm")
             elif key == "norm":
                 words.append("no norm" if value == "none" else f"{value} norm")
+            elif key == "embed_scale":
+                words.append("embeddings scaled by √d_model" if value else "embeddings not scaled")
             else:
                 words.append(f"{names.get(key, key)} {value}".strip())
     short = {"lr": "lr", "batch_size": "batch", "warmup": "warmup", "steps": "steps", "grad_clip": "clip",

@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer import lab
-from explorer.lab_figures import compare_figure, loss_figure, metrics_figure, same_task_runs, snapshot_figure
+from explorer.lab_figures import (compare_figure, flow_figure, loss_figure, metrics_figure, same_task_runs,
+                                  snapshot_figure)
 from explorer.layout import explanation, page_header
 from explorer.models import is_encoder_decoder
 from explorer.state import view
@@ -45,6 +46,9 @@ if not v.presenter:
         c.selectbox("Norm", CHOICES["norm"], key="lab_norm")
         c.selectbox("Norm position", CHOICES["norm_position"], key="lab_norm_position")
         c.selectbox("Activation", CHOICES["activation"], key="lab_activation")
+        a.checkbox("Scale embeddings by √d_model", key="lab_embed_scale",
+                   help="The 2017 paper multiplies token embeddings by √d_model so the positional signal added "
+                        "next does not drown them out. Forget it with sinusoidal positions and watch the loss.")
     with st.expander("Optimizer and schedule", icon=":material/tune:"):
         a, b, c = st.columns(3)
         a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
@@ -102,6 +106,10 @@ def live_details():
     if current is None:
         return
     st.plotly_chart(metrics_figure(current, v.presenter), key="lab_metrics_chart")
+    flow = st.expander("Gradient flow, parameter by parameter", key="lab_flow", on_change="rerun",
+                       icon=":material/bar_chart:")
+    if flow.open and current.flow:                          # drawn only while open: one chart less per tick
+        flow.plotly_chart(flow_figure(current, v.presenter), key="lab_flow_chart")
     left, right = st.columns(2)
     with left:
         st.markdown("**Samples** (greedy, from the probe's first words)")

@@ -214,8 +214,22 @@ def test_the_labs_setups_are_recipes_and_its_bounds_and_choices_come_from_the_mo
     from model.trainer import OPTIMIZERS, SCHEDULES
     assert isinstance(training.WALKTHROUGH, presets.Recipe) and isinstance(presets.PRESETS["roses"], presets.Recipe)
     roses = presets.PRESETS["roses"]                       # the lab's first setup is the bundled roses recipe
-    assert (training.WALKTHROUGH.task, training.WALKTHROUGH.model, training.WALKTHROUGH.train) == \
-        (roses.task, roses.model, roses.train)
+    from model.config import ModelConfig
+    assert (training.WALKTHROUGH.task, training.WALKTHROUGH.train) == (roses.task, roses.train)
+    assert ModelConfig(vocab_size=12, **training.WALKTHROUGH.model) == ModelConfig(vocab_size=12, **roses.model)
     assert all(high <= LIMITS[name] for name, (_, high) in training.BOUNDS.items() if name in LIMITS)
     assert training.CHOICES["pos"] == POS_KINDS and training.CHOICES["norm"] == NORM_KINDS
     assert training.CHOICES["optimizer"] == OPTIMIZERS and training.CHOICES["schedule"] == SCHEDULES
+
+
+def test_the_lab_offers_embed_scale_and_trains_with_it():
+    at = lab()
+    at.checkbox(key="lab_embed_scale").check().run()
+    at.button(key="lab_start").click().run()
+    assert not at.exception
+    run = active(at)
+    assert run.model.cfg.embed_scale and run.setup.model["embed_scale"] is True
+    assert "embeddings scaled by √d_model" in training.setting_words(run.setup, training.WALKTHROUGH)
+    at.button(key="lab_pause").click().run()
+    at.button(key="lab_start").click().run()                     # same settings: the run resumes
+    assert active(at) is run

@@ -45,3 +45,22 @@ def test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page():
     at.switch_page("pages/encoder-decoder.py").run()
     assert not at.exception and f"“{run.example}”" in page_text(at)            # the probe, as the source
     assert figure_titled(at, "Cross-attention, layer 0")
+
+
+def test_gradient_flow_shows_every_parameters_mean_and_largest_gradient_when_opened():
+    at = open_page("training")
+    at.selectbox(key="lab_preset").set_value("sort (encoder-decoder)").run()
+    at.button(key="lab_start").click().run()
+    run = at.session_state["lab_runs"][-1]
+    run.tick()
+    at.session_state["lab_flow"] = True                       # the student opens the expander
+    at.run()
+    assert not at.exception
+    figure = figure_titled(at, "Gradient flow at step")
+    names = list(decode(figure["data"][0]["x"]))
+    assert names == list(run.flow) and "decoder_blocks.1.cross_attn.W_k.weight" in names
+    means, largest = decode(figure["data"][0]["y"]), decode(figure["data"][1]["y"])
+    assert all(m <= x for m, x in zip(means, largest))
+    grads = dict(run.model.named_parameters())["decoder_blocks.1.cross_attn.W_k.weight"].grad.abs()
+    i = names.index("decoder_blocks.1.cross_attn.W_k.weight")
+    assert means[i] == pytest.approx(float(grads.mean()), rel=1e-5) and largest[i] == pytest.approx(float(grads.max()))
