@@ -17,6 +17,9 @@ alike; the ratios are what to read. Targets come from the issues:
              (and the same with 2 of them training, on the same 2 cores: reported)
   browser    Plotly charts the browser builds per update, per page; Chromium's CPU while a model
              trains in the lab (informative: where a browser's time goes)
+  encdec     PairTrainer.step vs a plain teacher-forcing loop, same model and batch   at least 0.9x
+             the lab's sort run to 99% held-out exact match                      at most 60 s
+             the encoder-decoder page's script run                               at most 150 ms
   gpt2       GPT-2 small's shape (124M, random weights) from a prepared disk cache: trace vs forward at
              32 tokens, 1 thread                                                at most 250 ms and 1.15x
              first page with GPT-2 picked (load + first trace)                  at most 10 s
@@ -535,6 +538,66 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def bench_encoder_decoder(steps_per_call: int = 10) -> None:
+    """PairTrainer.step vs a plain teacher-forcing loop (same model shape and batch); the lab's sort run to 99%
+    held-out exact match; the encoder-decoder page's script runs."""
+    from model import tasks
+    from model.presets import SEQ2SEQ_PRESETS
+    from model.config import ModelConfig
+    from model.seq2seq import EncoderDecoder
+    from model.trainer import PairTrainer
+
+    preset = SEQ2SEQ_PRESETS["sort"]
+    tokenizer = tasks.tokenizer_for("sort")
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **preset.model)
+    data = tasks.encode_pairs(tokenizer, tasks.pairs("sort", 2_000), cfg.max_len)
+    recipe = replace(preset.train, grad_clip=0.0)
+    torch.manual_seed(0)
+    ours = PairTrainer(EncoderDecoder(cfg), data, data, recipe)
+    torch.manual_seed(0)
+    plain_model = EncoderDecoder(cfg).train()
+    optimizer = torch.optim.AdamW(plain_model.parameters(), lr=1e-3, weight_decay=0.0)
+    (src, tgt_in), labels = ours.batch()
+
+    def plain_steps():
+        for _ in range(steps_per_call):
+            logits = plain_model(src, tgt_in)                                          # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, label_smoothing=0.1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    t = interleaved({"plain": plain_steps, "trainer": lambda: ours.step(steps_per_call)}, reps=20, warmup=3)
+    rate = {k: steps_per_call / v for k, v in t.items()}
+    print(f"encdec   PairTrainer.step {rate['trainer']:.0f} steps/s vs plain teacher-forcing loop {rate['plain']:.0f} "
+          f"steps/s = {rate['trainer'] / rate['plain']:.2f}x (target >= 0.9x)")
+
+    from explorer.training import PRESETS as LAB_PRESETS
+    from explorer.training import new_run
+    run = new_run(LAB_PRESETS["sort (encoder-decoder)"][1], "bench")
+    start = time.perf_counter()
+    while not run.finished and not (run.evals and run.evals[-1]["exact_match"] >= 0.99):
+        run.tick()
+    seconds = time.perf_counter() - start
+    print(f"encdec   lab sort run to 99% held-out exact match: step {run.steps_done}, {seconds:.1f} s of ticks on "
+          f"{torch.get_num_threads()} threads (target <= 60 s)")
+
+    from streamlit.testing.v1 import AppTest
+    _pages_run_through_the_entry_point()
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
+    root = Path(__file__).resolve().parent
+    apps = {}
+    for name, text in (("translate", "the red cat sees a green mouse"), ("sort", "7 3 9 1 4 2")):
+        at = AppTest.from_file(str(root / "streamlit_app.py"), default_timeout=60)
+        at.query_params["model"], at.query_params["text"] = name, text
+        at.run()
+        at.switch_page("pages/encoder-decoder.py").run()
+        apps[name] = at
+    t = interleaved({name: at.run for name, at in apps.items()}, reps=10, warmup=2)
+    print("encdec   encoder-decoder page script run: " + ", ".join(f"{n} {s * 1e3:.0f} ms" for n, s in t.items())
+          + " (target <= 150 ms)")
+
+
 GPT2_SENTENCE = ("Paris is the capital of France, and my name is Sara. I love pizza and cats, and every morning I "
                  "walk to the old bakery near")
 
@@ -662,6 +725,7 @@ def main() -> None:
     bench_browser()
     bench_server()
     bench_gpt2()
+    bench_encoder_decoder()
 
 
 if __name__ == "__main__":
