@@ -32,13 +32,15 @@ MAX_SNAPSHOTS = 30               # attention snapshots kept per run
 WALL_BUDGET_S = 300              # a run stops after this much training time
 TASKS = {"roses": "The roses poem", "tinytales": "Tiny tales", "digits": "Digit sorting",
          "reverse": "Digit reversal", "text": "Your own text",
-         "ed_sort": "Sorting (encoder-decoder)", "ed_translate": "English → French (encoder-decoder)"}
+         "ed_sort": "Sorting (encoder-decoder)", "ed_reverse": "Reversal (encoder-decoder)",
+         "ed_translate": "English → French (encoder-decoder)"}
 TASK_ABOUT = {"roses": "the roses poem", "tinytales": "tiny tales (simple English)",
               "digits": "sorting lists of digits (3 1 2 > 1 2 3)",
               "reverse": "reversing lists of digits (3 1 4 > 4 1 3)", "text": "your own text",
               "ed_sort": "sorting digits with an encoder-decoder (3 1 2 -> 1 2 3)",
+              "ed_reverse": "reversing digits with an encoder-decoder (3 1 2 -> 2 1 3)",
               "ed_translate": "translating simple English into French with an encoder-decoder"}
-ENCODER_DECODER_TASKS = {"ed_sort": "sort", "ed_translate": "translate"}   # lab task -> model.tasks task
+ENCODER_DECODER_TASKS = {"ed_sort": "sort", "ed_reverse": "reverse", "ed_translate": "translate"}   # lab task -> model.tasks task
 LAB_PAIRS, LAB_HELD_OUT = 5_000, 200     # an encoder-decoder run's training pairs and held-out pairs
 PACE_WINDOW = 10                 # recent ticks the time estimate reads
 PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
@@ -104,6 +106,7 @@ PRESETS = {
 
 PROBES = {"roses": "roses are red violets are blue", "tinytales": "the cat sat on the mat because it was tired",
           "digits": "3 1 2 > 1 2 3", "reverse": "3 1 4 1 5 > 5 1 4 1 3", "ed_sort": "7 3 9 1 4",
+          "ed_reverse": "7 3 9 1 4",
           "ed_translate": "the red cat sees a green mouse"}
 
 

@@ -64,3 +64,13 @@ def test_gradient_flow_shows_every_parameters_mean_and_largest_gradient_when_ope
     grads = dict(run.model.named_parameters())["decoder_blocks.1.cross_attn.W_k.weight"].grad.abs()
     i = names.index("decoder_blocks.1.cross_attn.W_k.weight")
     assert means[i] == pytest.approx(float(grads.mean()), rel=1e-5) and largest[i] == pytest.approx(float(grads.max()))
+
+
+def test_reversal_is_an_encoder_decoder_task_too_as_a_contrast_to_sorting():
+    from explorer.training import LabSetup
+    setup = PRESETS["sort (encoder-decoder)"][1]
+    run = new_run(LabSetup(task="ed_reverse", model=setup.model, train=setup.train), "reverse")
+    assert run.tokenizer.decode(run.probe_target) == "4 1 9 3 7"
+    sources, targets = run.trainer.train_pairs
+    first = run.tokenizer.decode(sources[0].tolist()).replace("<pad>", "").split()
+    assert run.tokenizer.decode(targets[0, 1:].tolist()).replace("<pad>", "").split()[:-1] == first[::-1]
