@@ -33,15 +33,28 @@ has written so far (masked self-attention, as in the decoder-only models), then 
 through **cross-attention**: its queries come from the target, its keys and values from the encoder's output.
 Then the feed-forward network, as everywhere. The decoder stops when it writes `<eos>`.
 
-Cross-attention is where translation happens: to write the next French word the decoder asks "which English
-word do I need now?". With "the red cat sleeps" it should look at *cat* to write *chat*, then at *red* to
-write *rouge*: the word order flips, and the alignment shows it. Walk through the tabs from left to right.
+{task}
 """
+TASK_TEXT = {
+    "translate": 'Cross-attention is where translation happens: to write the next French word the decoder asks '
+                 '"which English word do I need now?". With "the red cat sleeps" it should look at *cat* to write '
+                 '*chat*, then at *red* to write *rouge*: the word order flips, and the alignment shows it. Walk '
+                 'through the tabs from left to right.',
+    "digits": 'Cross-attention is how the decoder finds what to write: to sort "7 3 9 1" it must write the smallest '
+              'digit it has not written yet, so each step looks for that digit among the source\'s. Walk through '
+              'the tabs from left to right.',
+}
 
 CROSS_TEXT = """\
 Each small square is one head of this layer: one row per token the decoder writes, one column per source
 token, and each row adds up to 1. A bright cell says "to write this word, the decoder read that source word".
 """
+
+
+def intro(v: View) -> str:
+    """INTRO with the example of the picked model's task (a translation or a list of digits)."""
+    task = "digits" if "9" in v.bundle.tokenizer.vocab else "translate"
+    return INTRO.format(task=TASK_TEXT[task])
 
 
 def written(v: View, trace: Trace) -> list[str]:

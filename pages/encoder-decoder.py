@@ -12,7 +12,7 @@ page_header(S.SLUG, v)
 if not is_encoder_decoder(v.bundle):
     st.info(S.NOT_HERE, icon=":material/translate:")
     st.stop()
-explanation(v, S.INTRO)
+explanation(v, S.intro(v))
 trace = require_trace(v, S.SLUG)
 st.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
             f"**Target** (what the decoder wrote, greedily): {S.quote(S.decoded_text(v, trace))}")

@@ -62,7 +62,7 @@ def test_every_tab_runs_on_real_numbers():
 
 def test_show_the_math_works_one_cross_attention_weight_out():
     at = open_page("encoder-decoder", model="sort", text="3 1 2", layer=1, head=0)        # the math panel open
-    assert not at.exception and "“1 2 3”" in page_text(at)
+    assert not at.exception and "“1 2 3”" in page_text(at) and "smallest" in page_text(at)   # its own example
     at.selectbox(key="s2s_col").set_value(2).run()
     bundle, ids, trace = trace_of("sort", "3 1 2")
     n = "decoder.blocks.1.cross_attn"
