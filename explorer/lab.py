@@ -11,10 +11,28 @@ import streamlit as st
 from model.checkpoint import from_bytes, to_bytes
 
 from .state import apply_view
-from .training import MAX_RUNS, MAX_TRAINING, PRESETS, LabSetup, Run, TrainConfig, new_run, preset_hint
+from .training import (MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, TrainConfig, new_run,
+                       preset_hint)
 
-TICK_EVERY = 0.6                 # seconds between live ticks (each computes at most TICK_SECONDS)
-DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views
+TICK_EVERY = 0.6                 # seconds between live ticks of a short run (each computes about TICK_SECONDS)
+DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views, at the least
+TICK_DUTY = TICK_SECONDS / TICK_EVERY     # the share of the time a tick trains, whatever its interval
+# Redraws cost the student's browser (a training tab kept Chromium at 0.84 cores), so a long run redraws
+# less often and trains longer per tick: the same training speed, fewer redraws.
+TICK_STEPS = ((500, TICK_EVERY), (2000, 1.2))     # (step budget up to, seconds between ticks); longer: 2 s
+LONG_TICK = 2.0
+
+
+def tick_every(run: Run | None = None) -> float:
+    """Seconds between the live ticks of `run` (the active run by default): short runs often, long runs seldom."""
+    run = run or active_run()
+    steps = run.setup.train.steps if run else 0
+    return next((every for budget, every in TICK_STEPS if steps <= budget), LONG_TICK)
+
+
+def details_every(run: Run | None = None) -> float:
+    """Seconds between redraws of the slower live views: five ticks, at least DETAILS_EVERY."""
+    return max(DETAILS_EVERY, 5 * tick_every(run))
 MAX_TEXT_CHARS = 1_000_000
 
 EXPLANATION = """\
@@ -174,7 +192,7 @@ def tick() -> None:
     if run is None:
         return
     slow = st.session_state.get("lab_slow")
-    trained = run.tick(seconds=0, chunk=2) if slow else run.tick()
+    trained = run.tick(seconds=0, chunk=2) if slow else run.tick(seconds=TICK_DUTY * tick_every(run))
     if not st.session_state.get("lab_running") and run.status == "running":
         # Pause was pressed while this tick trained (the browser test saw the Pause callback land during
         # a live tick), and the tick's end wrote "running" over "paused".

@@ -81,7 +81,7 @@ if run is not None and run.divergence:
     st.error(divergence_explanation(run), icon=":material/trending_up:")
 
 
-@st.fragment(run_every=lab.TICK_EVERY if lab.is_running() else None)
+@st.fragment(run_every=lab.tick_every() if lab.is_running() else None)
 def live_progress():
     """Trains one tick (while running) and redraws the progress and the loss curve."""
     if lab.is_running():
@@ -99,7 +99,7 @@ def live_progress():
 
 # The other live views redraw less often: on a shared server every redraw of every trainer's charts
 # costs all visitors (the benchmark showed the redraws, not the training, slowing other pages).
-@st.fragment(run_every=lab.DETAILS_EVERY if lab.is_running() else None)
+@st.fragment(run_every=lab.details_every() if lab.is_running() else None)
 def live_details():
     """Accuracy, learning rate, gradient flow, samples and the probe's attention."""
     current = lab.active_run()

@@ -233,3 +233,19 @@ def test_the_lab_offers_embed_scale_and_trains_with_it():
     at.button(key="lab_pause").click().run()
     at.button(key="lab_start").click().run()                     # same settings: the run resumes
     assert active(at) is run
+
+
+def test_long_runs_tick_less_often_and_train_longer_per_tick():
+    short = new_run(PRESETS["walkthrough"][1], "short")                       # 300 steps
+    middle = new_run(PRESETS["tales"][1], "middle")                           # 1,500 steps
+    long = new_run(PRESETS["sort (encoder-decoder)"][1], "long")              # 3,000 steps
+    assert [lab_logic.tick_every(r) for r in (short, middle, long)] == [0.6, 1.2, 2.0]
+    assert lab_logic.details_every(short) == 3.0 and lab_logic.details_every(long) == 10.0
+    for preset, interval in (("walkthrough", 0.6), ("sort (encoder-decoder)", 2.0)):
+        at = lab()
+        at.selectbox(key="lab_preset").set_value(preset).run()
+        at.button(key="lab_start").click().run()
+        asked = []
+        active(at).tick = lambda seconds, **_: asked.append(seconds) or True   # what the live tick asks for
+        at.run()
+        assert asked and asked[-1] == pytest.approx(lab_logic.TICK_DUTY * interval)   # a third of each interval
