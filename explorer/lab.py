@@ -230,7 +230,8 @@ def progress_text(run: Run) -> str:
         status = "paused"           # the flag is the truth: a tick that ended after Pause may have said "running"
     if run.divergence:
         status = f"diverged at step {run.divergence.step}"
-    text = f"{run.label}: step {run.steps_done} of {budget} · {status} · {speed:,.0f} tokens/s"
+    loss = f" · loss {run.losses[-1][1]:.3f}" if run.losses and not run.divergence else ""
+    text = f"{run.label}: step {run.steps_done} of {budget} · {status}{loss} · {speed:,.0f} tokens/s"
     left = run.seconds_left()
     if not run.finished and left is not None:
         text += f" · about {left:.0f} s left"

@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer import lab
-from explorer.lab_figures import (compare_figure, flow_figure, loss_figure, metrics_figure, same_task_runs,
-                                  snapshot_figure)
+from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_figure,
+                                  same_task_runs, snapshot_figure)
 from explorer.layout import explanation, page_header
 from explorer.models import is_encoder_decoder
 from explorer.state import view
@@ -94,7 +94,10 @@ def live_progress():
         return
     st.progress(min(1.0, current.steps_done / current.setup.train.steps), text=lab.progress_text(current))
     log_scale = st.toggle("Log scale", key="lab_log_scale")
-    st.plotly_chart(loss_figure(current, log_scale, v.presenter), key="lab_loss_chart")
+    if current.divergence:          # drawn once: the run has stopped, with its blow-up marked
+        st.plotly_chart(loss_figure(current, log_scale, v.presenter), key="lab_loss_chart")
+    else:                           # updated in place at every tick (see loss_chart)
+        st.altair_chart(loss_chart(current, log_scale, v.presenter), width="stretch")
 
 
 # The other live views redraw less often: on a shared server every redraw of every trainer's charts

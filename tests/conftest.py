@@ -89,6 +89,22 @@ def plotly_figures(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def vega_chart_titled(at: AppTest, words: str):
+    """(spec, data) of the Vega-Lite chart whose title contains `words`: the spec as a dict, the data as a
+    pandas DataFrame read from the Arrow bytes Streamlit sends."""
+    import json
+
+    import pyarrow as pa
+    for element in at.get("vega_lite_chart"):
+        spec = json.loads(element.proto.spec)
+        title = spec.get("title", "")
+        title = title.get("text", "") if isinstance(title, dict) else str(title)
+        if words.lower() in title.lower():
+            [dataset] = element.proto.datasets
+            return spec, pa.ipc.open_stream(dataset.data.data).read_pandas()
+    raise AssertionError(f"no Vega-Lite chart titled {words!r}")
+
+
 def figure_titled(at: AppTest, words: str) -> dict:
     """The Plotly figure whose title contains `words`."""
     for figure in plotly_figures(at):

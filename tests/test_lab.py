@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import decode, figure_titled, open_page, page_text
+from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
 from explorer import lab as lab_logic
 from explorer import training
 from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
@@ -31,9 +31,15 @@ def test_start_step_pause_reset_drive_a_real_run_whose_loss_falls():
         run.tick()
     at.run()
     assert len(run.history) > 10 and run.history[-1]["loss"] < 0.5 * first_loss
-    loss = figure_titled(at, "Loss")
-    assert list(decode(loss["data"][0]["y"])) == pytest.approx([loss for _, loss in run.losses])   # every step
-    assert list(decode(loss["data"][1]["y"])) == pytest.approx([e["val_loss"] for e in run.evals])
+    spec, data = vega_chart_titled(at, "Loss")                   # updated in place at every tick (Vega-Lite)
+    train, validation = data[data.series == "train"], data[data.series == "validation"]
+    assert list(train.step) == [s for s, _ in run.losses]                                        # every step
+    assert list(train.loss) == pytest.approx([loss for _, loss in run.losses])
+    assert list(validation.loss) == pytest.approx([e["val_loss"] for e in run.evals])
+    assert f"loss {run.losses[-1][1]:.3f}" in at.get("progress")[0].proto.text
+    at.toggle(key="lab_log_scale").set_value(True).run()
+    spec, _ = vega_chart_titled(at, "Loss")
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
     assert f"step {run.steps_done} of 5000" in at.get("progress")[0].proto.text
     at.button(key="lab_pause").click().run()
     assert not at.session_state["lab_running"] and run.status == "paused"
