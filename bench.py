@@ -474,8 +474,10 @@ def _wait_redrawn(page, ending: str, quiet_ms: int = 700) -> float:
 
 
 # Counts the Plotly charts the page builds from scratch (each new chart adds an .svg-container).
-_COUNT_CHARTS = """() => { window.__built = 0; new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes)
-  if (n.nodeType === 1) window.__built += n.classList.contains('svg-container') ? 1 : n.querySelectorAll('.svg-container').length; })
+_COUNT_CHARTS = """() => { window.__built = 0; window.__builtVega = 0;
+  const count = (n, css) => (n.matches(css) ? 1 : 0) + n.querySelectorAll(css).length;
+  new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes) if (n.nodeType === 1) {
+    window.__built += count(n, '.svg-container'); window.__builtVega += count(n, '.vega-embed'); } })
   .observe(document.body, {subtree: true, childList: true}); }"""
 
 
@@ -504,14 +506,18 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
             trainer = browser.new_page()
             _start_tiny_tales(trainer, base)
             time.sleep(2)
+            trainer.evaluate(_COUNT_CHARTS)
             before, start = _cpu_seconds(_chromium_pids()), time.perf_counter()
             time.sleep(train_seconds)
             busy = (_cpu_seconds(_chromium_pids()) - before) / (time.perf_counter() - start)
+            lab_built = (trainer.evaluate("window.__built"), trainer.evaluate("window.__builtVega"))
             trainer.get_by_role("button", name="Pause", exact=True).click()
         browser.close()
     print("browser  Plotly charts per update (shown on the page / built by the browser): " + ", ".join(
         f"{slug} {shown} / {n:.1f}" for slug, (shown, n) in built.items()))
-    print(f"browser  a training tab (tiny tales) while it trains: Chromium uses {busy:.2f} cores")
+    print(f"browser  a training tab (tiny tales) while it trains: Chromium uses {busy:.2f} cores; in {train_seconds:.0f} s "
+          f"it built {lab_built[0]} Plotly charts (the slower live views) and {lab_built[1]} Vega-Lite charts (the "
+          "loss curve, updated in place)")
 
 
 def _start_tiny_tales(page, base: str) -> None:
