@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .plot import heatmap, labels, safe, style
+from .plot import labels, safe, style
 
 # Paul Tol's "muted" scheme: nine colours, distinct for colour-blind viewers, one per legend entry of a figure.
 COLOURS = ["#332288", "#CC6677", "#999933", "#44AA99", "#117733", "#88CCEE", "#882255", "#DDCC77", "#AA4499"]
@@ -141,17 +141,28 @@ def compare_figure(runs, describe, settings, presenter: bool = False) -> go.Figu
     return style(fig, presenter, 340)
 
 
-def snapshot_figure(run, index: int, layer: int, head: int, presenter: bool = False) -> go.Figure:
-    """The probe sentence's attention pattern for one head, as it was at snapshot `index`."""
+def snapshot_chart(run, index: int, layer: int, head: int, presenter: bool = False) -> alt.Chart:
+    """snapshot_figure as a Vega-Lite heatmap with a fixed title (the step and head go in the caption), so a new
+    snapshot only swaps the chart's data and the browser updates it in place."""
     step, patterns = run.snapshots[index]
     vocab = run.tokenizer.vocab
-    tokens = labels([vocab[i] for i in run.probe_ids])
-    if run.encoder_decoder:                 # cross-attention: the probe's right target down, its source across
-        written = labels([vocab[i] for i in run.probe_target] + ["<eos>"])
-        return heatmap(patterns[layer, head], written, tokens,
-                       title=f"Cross-attention of layer {layer} head {head} at step {step}",
-                       row_title="writing", col_title="reading (source)", value_name="weight", signed=False,
-                       zmin=0, zmax=1, presenter=presenter)
-    return heatmap(patterns[layer, head], tokens, tokens, title=f"Attention of layer {layer} head {head} at step {step}",
-                   row_title="query", col_title="key", value_name="weight", signed=False, zmin=0, zmax=1,
-                   presenter=presenter)
+    cols = labels([vocab[i] for i in run.probe_ids])
+    rows = labels([vocab[i] for i in run.probe_target] + ["<eos>"]) if run.encoder_decoder else cols
+    weights = patterns[layer, head]                                                  # (rows, cols)
+    data = pd.DataFrame([(r, c, row, col, float(weights[r, c])) for r, row in enumerate(rows)
+                         for c, col in enumerate(cols)], columns=["r", "c", "row", "column", "weight"])
+    title = "Cross-attention snapshot" if run.encoder_decoder else "Attention snapshot"
+    size = 20 if presenter else 13
+    return alt.Chart(data, title=title, height=int(300 * (1.3 if presenter else 1))).mark_rect().encode(
+        x=alt.X("column:O", sort=alt.EncodingSortField("c"), title="reading (source)" if run.encoder_decoder else "key"),
+        y=alt.Y("row:O", sort=alt.EncodingSortField("r"), title="writing" if run.encoder_decoder else "query"),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1])),
+        tooltip=[alt.Tooltip("row:O", title="query"), alt.Tooltip("column:O", title="key"),
+                 alt.Tooltip("weight:Q", format=".4f")],
+    ).configure_axis(labelFontSize=size, titleFontSize=size).configure_title(fontSize=size + 2)
+
+
+def snapshot_caption(run, index: int, layer: int, head: int) -> str:
+    step = run.snapshots[index][0]
+    what = "cross-attention" if run.encoder_decoder else "attention"
+    return f"The probe's {what} in layer {layer}, head {head}, at step {step}. Hover for the exact weight."

@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer import lab
 from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_figure,
-                                  same_task_runs, snapshot_figure)
+                                  same_task_runs, snapshot_caption, snapshot_chart)
 from explorer.layout import explanation, page_header
 from explorer.models import is_encoder_decoder
 from explorer.state import view
@@ -125,8 +125,9 @@ def live_details():
         head = b.selectbox("Head", range(cfg.n_heads), key="lab_head")
         n = len(current.snapshots)
         index = st.slider("Snapshot", 0, n - 1, n - 1, key="lab_snapshot") if n > 1 else 0
-        st.plotly_chart(snapshot_figure(current, index, min(layer, cfg.n_layers - 1), min(head, cfg.n_heads - 1),
-                                        v.presenter), key="lab_attention_chart")
+        layer, head = min(layer, cfg.n_layers - 1), min(head, cfg.n_heads - 1)
+        st.altair_chart(snapshot_chart(current, index, layer, head, v.presenter), width="stretch")   # in place
+        st.caption(snapshot_caption(current, index, layer, head))
 
 
 live_progress()

@@ -210,8 +210,12 @@ def test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_word
     assert [run.tokenizer.vocab[i] for i in run.probe_ids] == "sugar is sweet and so are you".split()
     assert run.snapshots[-1][1].shape[-1] == 7                   # (layers, heads, 7, 7)
     assert run.samples[-1][1].startswith("sugar is sweet")
-    attention = figure_titled(at, "Attention of layer 0 head 0")
-    assert len(decode(attention["data"][0]["z"])) == 7
+    _, attention = vega_chart_titled(at, "Attention snapshot")           # updated in place (Vega-Lite)
+    assert len(attention) == 7 * 7 and list(attention.column[:7]) == [f"{i} {w}" for i, w in
+                                                                       enumerate("sugar is sweet and so are you".split())]
+    pattern = run.snapshots[-1][1][0, 0]
+    assert list(attention.weight) == pytest.approx(pattern.flatten().tolist())
+    assert f"layer 0, head 0, at step {run.snapshots[-1][0]}" in page_text(at)
 
 
 def test_the_labs_setups_are_recipes_and_its_bounds_and_choices_come_from_the_models_own_constants():

@@ -3,7 +3,7 @@ cross-attention is snapshotted, its samples are decoded greedily and by beam sea
 on the encoder-decoder page."""
 import pytest
 
-from conftest import decode, figure_titled, open_page, page_text
+from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
 from explorer.training import PRESETS, new_run
 from model import tasks
 from model.seq2seq import EncoderDecoder, beam_search
@@ -34,8 +34,9 @@ def test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page():
         run.tick()
     at.run()
     assert not at.exception
-    snapshot = figure_titled(at, "Cross-attention of layer 0 head 0")
-    assert decode(snapshot["data"][0]["z"]).shape == (8, 7)                 # "le chat rouge voit une souris verte"
+    _, snapshot = vega_chart_titled(at, "Cross-attention snapshot")
+    assert len(snapshot) == 8 * 7 and snapshot.row.nunique() == 8           # "le chat rouge voit une souris verte"
+    assert list(snapshot.weight) == pytest.approx(run.snapshots[-1][1][0, 0].flatten().tolist())
     metrics = figure_titled(at, "Accuracy, learning rate and gradient flow")
     assert "held-out exact match" in [t["name"] for t in metrics["data"]]
     at.button(key="lab_pause").click().run()
