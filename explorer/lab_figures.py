@@ -6,7 +6,6 @@ import altair as alt
 import pandas as pd
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .plot import labels, safe, style
 
@@ -78,30 +77,33 @@ def _add_divergence(fig: go.Figure, run) -> float:
     return y
 
 
-def metrics_figure(run, presenter: bool = False) -> go.Figure:
-    """Accuracy, learning rate and per-layer gradient norms (gradient flow) side by side."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("accuracy", "learning rate", "gradient norm per layer"))
-    steps = [h["step"] for h in run.history]
-    colours = itertools.cycle(COLOURS)          # an encoder-decoder has more layers than colours
-    fig.add_scatter(x=steps, y=[h["accuracy"] for h in run.history], name="train accuracy", row=1, col=1,
-                    line_color=next(colours), hovertemplate="step %{x}: %{y:.3f}<extra>train accuracy</extra>")
-    fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["val_accuracy"] for e in run.evals], row=1, col=1,
-                    name="validation accuracy", mode="lines+markers", line_color=next(colours),
-                    hovertemplate="step %{x}: %{y:.3f}<extra>validation accuracy</extra>")
-    if run.evals and "exact_match" in run.evals[-1]:          # an encoder-decoder: whole targets right
-        fig.add_scatter(x=[e["step"] for e in run.evals], y=[e["exact_match"] for e in run.evals], row=1, col=1,
-                        name="held-out exact match", mode="lines+markers", line_color=next(colours),
-                        hovertemplate="step %{x}: %{y:.3f}<extra>held-out exact match</extra>")
-    fig.add_scatter(x=steps, y=[h["lr"] for h in run.history], name="learning rate", row=1, col=2,
-                    line_color=next(colours), hovertemplate="step %{x}: %{y:.2e}<extra>learning rate</extra>")
-    layers = [k for k in (run.history[0] if run.history else {}) if k.startswith("grad ")]
-    for key in layers:                  # at most embed, 4 blocks, unembed: 9 traces in all, 9 colours
-        fig.add_scatter(x=steps, y=[h[key] for h in run.history], name=key[5:], row=1, col=3,
-                        line_color=next(colours), hovertemplate="step %{x}: %{y:.4f}<extra>" + key[5:] + "</extra>")
-    fig.update_yaxes(type="log", row=1, col=3, **log_ticks([h[k] for h in run.history for k in layers]))
-    fig.update_layout(title="Accuracy, learning rate and gradient flow", legend=dict(orientation="h", y=-0.3))
-    return style(fig, presenter, 320)
+def metrics_data(run) -> pd.DataFrame:
+    """The live metrics in long form (panel, series, step, value): accuracy, learning rate, gradient norms."""
+    rows = [("accuracy", "train accuracy", h["step"], h["accuracy"]) for h in run.history]
+    rows += [("accuracy", "validation accuracy", e["step"], e["val_accuracy"]) for e in run.evals]
+    rows += [("accuracy", "held-out exact match", e["step"], e["exact_match"]) for e in run.evals if "exact_match" in e]
+    rows += [("learning rate", "learning rate", h["step"], h["lr"]) for h in run.history]
+    rows += [("gradient norm per layer", k[5:], h["step"], h[k]) for h in run.history for k in h if k.startswith("grad ")]
+    return pd.DataFrame(rows, columns=["panel", "series", "step", "value"])
 
+
+def metrics_chart(run, presenter: bool = False) -> alt.HConcatChart:
+    """Accuracy, learning rate and per-layer gradient norms (gradient flow) side by side, as Vega-Lite: the
+    spec stays the same while the data grows, so the browser updates it in place (as loss_chart)."""
+    base = alt.Chart(metrics_data(run)).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=alt.X("step:Q", title="step"),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=3)),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".4g")])
+    height = int(220 * (1.3 if presenter else 1))
+
+    def panel(name: str, log: bool = False):
+        y = alt.Y("value:Q", title=name, scale=alt.Scale(type="log") if log else alt.Undefined)
+        return base.encode(y=y).transform_filter(alt.datum.panel == name).properties(height=height, width=170)
+
+    size = 20 if presenter else 12
+    return alt.hconcat(panel("accuracy"), panel("learning rate"), panel("gradient norm per layer", log=True)) \
+        .resolve_scale(color="independent").properties(title="Accuracy, learning rate and gradient flow") \
+        .configure_axis(labelFontSize=size, titleFontSize=size).configure_legend(labelFontSize=size)
 
 def flow_figure(run, presenter: bool = False) -> go.Figure:
     """Gradient flow: the mean and the largest absolute gradient of every parameter at the last step, as bars on

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import lab
-from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_figure,
+from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_chart,
                                   same_task_runs, snapshot_caption, snapshot_chart)
 from explorer.layout import explanation, page_header
 from explorer.models import is_encoder_decoder
@@ -108,7 +108,7 @@ def live_details():
     current = lab.active_run()
     if current is None:
         return
-    st.plotly_chart(metrics_figure(current, v.presenter), key="lab_metrics_chart")
+    st.altair_chart(metrics_chart(current, v.presenter), width="stretch")          # updated in place
     flow = st.expander("Gradient flow, parameter by parameter", key="lab_flow", on_change="rerun",
                        icon=":material/bar_chart:")
     if flow.open and current.flow:                          # drawn only while open: one chart less per tick

@@ -37,8 +37,9 @@ def test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page():
     _, snapshot = vega_chart_titled(at, "Cross-attention snapshot")
     assert len(snapshot) == 8 * 7 and snapshot.row.nunique() == 8           # "le chat rouge voit une souris verte"
     assert list(snapshot.weight) == pytest.approx(run.snapshots[-1][1][0, 0].flatten().tolist())
-    metrics = figure_titled(at, "Accuracy, learning rate and gradient flow")
-    assert "held-out exact match" in [t["name"] for t in metrics["data"]]
+    _, metrics = vega_chart_titled(at, "Accuracy, learning rate and gradient flow")
+    exact = metrics[metrics.series == "held-out exact match"]
+    assert list(exact.value) == pytest.approx([e["exact_match"] for e in run.evals])
     at.button(key="lab_pause").click().run()
     at.button(key="lab_publish").click().run()
     assert not at.exception and "lab: run 1" in at.selectbox(key="model").options

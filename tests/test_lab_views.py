@@ -5,7 +5,7 @@ import pytest
 
 from conftest import figure_titled, open_page, page_text
 from explorer import training
-from explorer.lab_figures import compare_figure, log_ticks, loss_figure, metrics_figure
+from explorer.lab_figures import compare_figure, log_ticks, loss_figure, metrics_chart, metrics_data
 from explorer.training import (LabSetup, PRESETS, TrainConfig, WALKTHROUGH, describe_difference, new_run,
                                setting_words)
 
@@ -64,9 +64,16 @@ def colours(fig) -> list[str]:
 
 
 def test_every_legend_entry_of_a_lab_figure_has_its_own_colour():
-    deep = trained(LabSetup(model={**WALKTHROUGH.model, "n_layers": 4}))          # 9 traces: the most there are
-    metrics = metrics_figure(deep)
-    assert len(metrics.data) == 9 and len(set(colours(metrics))) == 9
+    deep = trained(LabSetup(model={**WALKTHROUGH.model, "n_layers": 4}))
+    data = metrics_data(deep)
+    grads = data[data.panel == "gradient norm per layer"]
+    assert set(grads.series) == {"embed", "blocks.0", "blocks.1", "blocks.2", "blocks.3", "unembed"}
+    spec = metrics_chart(deep).to_dict()
+    assert spec["resolve"]["scale"]["color"] == "independent"          # each panel its own colours (at most 6)
+    assert spec["hconcat"][2]["encoding"]["y"]["scale"]["type"] == "log"
+    last = deep.history[-1]
+    assert grads[grads.step == last["step"]].set_index("series").value.to_dict() == \
+        {k[5:]: v for k, v in last.items() if k.startswith("grad ")}
     diverged = new_run(PRESETS["diverging"][1], "run 2")
     while not diverged.finished:
         diverged.tick()
