@@ -516,8 +516,7 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
     print("browser  Plotly charts per update (shown on the page / built by the browser): " + ", ".join(
         f"{slug} {shown} / {n:.1f}" for slug, (shown, n) in built.items()))
     print(f"browser  a training tab (tiny tales) while it trains: Chromium uses {busy:.2f} cores; in {train_seconds:.0f} s "
-          f"it built {lab_built[0]} Plotly charts (the slower live views) and {lab_built[1]} Vega-Lite charts (the "
-          "loss curve, updated in place)")
+          f"it built {lab_built[0]} Plotly and {lab_built[1]} Vega-Lite charts (the live charts update in place)")
 
 
 def _start_tiny_tales(page, base: str) -> None:
