@@ -205,6 +205,11 @@ def experiments(layer: int, head: int) -> dict[str, dict]:
             f"Knock out all of layer {layer}'s cross-attention": {f"decoder.blocks.{layer}.cross_attn.z": torch.zeros_like}}
 
 
-def whatif_output(v: View, edits: dict) -> str:
-    """The target the model writes for the view's source with `edits` applied at every step."""
-    return v.bundle.tokenizer.decode(greedy(v.bundle.model, list(v.ids), edits=edits))
+def _whatif(v: View, trace: Trace, label: str, layer: int, head: int) -> str:
+    return v.bundle.tokenizer.decode(greedy(v.bundle.model, list(v.ids), edits=experiments(layer, head)[label]))
+
+
+def whatif_output(v: View, label: str, layer: int, head: int) -> str:
+    """The target the model writes for the view's source with experiment `label` applied at every step,
+    decoded once per sentence and experiment."""
+    return cache.figure(_whatif, v, label, layer, head)

@@ -3,7 +3,7 @@
 Each preset names a corpus, a tokenizer, a model shape and a training recipe. `python -m model.train
 --preset NAME` turns one into a checkpoint.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -54,25 +54,20 @@ PRESETS = {
 
 # Encoder-decoders: source in, target out (model/seq2seq.py, model/tasks.py). Trained with the 2017 paper's
 # recipe: label smoothing 0.1 and the warmup ("noam") schedule, lr as its factor.
+SEQ2SEQ_SHAPE = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=12, pos="sinusoidal", norm="layer",
+                     norm_position="pre", activation="relu")
+SEQ2SEQ_TRAIN = TrainConfig(steps=3000, batch_size=64, lr=0.25, warmup=200, schedule="noam", label_smoothing=0.1,
+                            weight_decay=0.0)
 SEQ2SEQ_PRESETS = {
     "sort": Preset(
         about="Sorts 3 to 8 digits (\"3 1 2\" -> \"1 2 3\"): the decoder's cross-attention looks for the next "
               "smallest digit in the source.",
-        task="sort",
-        model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=12, pos="sinusoidal",
-                   norm="layer", norm_position="pre", activation="relu"),
-        train=TrainConfig(steps=3000, batch_size=64, lr=0.25, warmup=200, schedule="noam", label_smoothing=0.1,
-                          weight_decay=0.0),
-        targets={"exact_match": 0.99},
+        task="sort", model=dict(SEQ2SEQ_SHAPE), train=SEQ2SEQ_TRAIN, targets={"exact_match": 0.99},
     ),
     "translate": Preset(
         about="Translates simple English into French (\"the red cat sleeps\" -> \"le chat rouge dort\"): "
               "watch cross-attention flip the adjective and the noun.",
-        task="translate",
-        model=dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=12, pos="sinusoidal",
-                   norm="layer", norm_position="pre", activation="relu"),
-        train=TrainConfig(steps=2500, batch_size=64, lr=0.5, warmup=200, schedule="noam", label_smoothing=0.1,
-                          weight_decay=0.0),
+        task="translate", model=dict(SEQ2SEQ_SHAPE), train=replace(SEQ2SEQ_TRAIN, steps=2500, lr=0.5),
         targets={"exact_match": 0.95},
     ),
 }

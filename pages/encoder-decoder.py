@@ -69,6 +69,6 @@ if whatif.open:
         options = S.experiments(layer, head)
         choice = st.radio("Change the model", list(options), key="s2s_whatif")
         st.markdown(f"Without the change: {S.quote(S.decoded_text(v, trace))}  \n"
-                    f"With it: {S.quote(S.whatif_output(v, options[choice]))}")
+                    f"With it: {S.quote(S.whatif_output(v, choice, layer, head))}")
 
 step_nav(S.SLUG)
