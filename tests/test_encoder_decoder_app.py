@@ -90,3 +90,13 @@ def test_the_page_asks_for_an_encoder_decoder_and_hostile_sources_stay_text():
     assert not any("<script>" in str(m.value) and m.proto.allow_html for m in at.markdown)
     assert at.selectbox(key="model").options[:5] == ["tinytales", "roses", "GPT-2 small (124M)",
                                                       "sort (encoder-decoder)", "translate (encoder-decoder)"]
+
+
+@pytest.mark.parametrize("text", ["", "the red cat sleeps " * 110, "🐈‍⬛ 東京 naïve", "zebra quantum"])
+def test_empty_long_emoji_and_unknown_sources_get_a_friendly_page(text):
+    at = open_page("encoder-decoder", model="translate", text=text)
+    assert not at.exception and "Traceback" not in page_text(at)
+    if not text:
+        assert at.info                                                          # a prompt for a sentence
+    elif len(text) > 100:
+        assert any("only the last 12 tokens are used" in w.value for w in at.warning)
