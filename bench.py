@@ -500,7 +500,7 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
                 open_view(page, base, step.slug, text=PAGE_SENTENCE)
                 page.evaluate(_COUNT_CHARTS)
                 _typing_latencies([page], [PAGE_SENTENCE], rounds=updates, together=False)
-                shown = page.locator("[data-testid=stPlotlyChart]").count()
+                shown = page.locator(".js-plotly-plot").count()
                 built[step.slug] = (shown, page.evaluate("window.__built") / updates)
             page.close()
             trainer = browser.new_page()

@@ -6,6 +6,7 @@ import torch
 
 from explorer.lab import pause_all
 from explorer.memory import limit_arenas
+from explorer.plotly_component import provide_plotly_js
 from explorer.state import current_view
 from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
 
@@ -13,6 +14,7 @@ from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
 torch.set_num_threads(1)
 limit_arenas()                                    # fewer per-thread malloc pools: less memory per visitor
+provide_plotly_js()                               # the charts' plotly.js, served from static/
 
 HERE = Path(__file__).parent
 st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from .state import link_to, section_key
 from .plot import DIMS_SHOWN
+from .plotly_component import plotly_chart
 from .view import View, quote  # noqa: F401  (pages import quote from here)
 from .models import is_encoder_decoder
 from .steps import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
@@ -77,9 +78,11 @@ def chart_config(fig=None) -> dict:
                 "width": 1920, "height": max(1080, round(height * 1.5)), "scale": 1}}
 
 
-def chart(fig, where=st, **kwargs):
-    """Draw a Plotly figure with the shared config (download at presentation size)."""
-    return where.plotly_chart(fig, config=chart_config(fig), **kwargs)
+def chart(fig, where=st, *, key: str) -> None:
+    """Draw a Plotly figure with the shared config (download at presentation size) as the page's chart named
+    `key`: when the sentence or a slider changes, the browser redraws that chart in place (see
+    `plotly_component` for why this is not `st.plotly_chart`)."""
+    plotly_chart(fig, key, chart_config(fig), where)
 
 
 def require_trace(view: View, slug: str):

@@ -11,10 +11,38 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import torch
 
 DIVERGING = "RdBu_r"       # blue (negative) - white (0) - red (positive)
 SEQUENTIAL = "Viridis"
+
+# The look of Streamlit's own chart theme (its font, left-aligned bold titles, light grid, axes that make room
+# for their labels, its categorical colours), written out: our charts are drawn by plotly.js directly
+# (explorer/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
+# for a projector.
+FONT = '"Source Sans", "Source Sans Pro", sans-serif'
+INK, FADED, GRID = "#111111", "#3d4050", "#e6eaf1"
+COLORWAY = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a", "#6d3fc0",
+            "#d5dae5"]
+_AXIS = dict(gridcolor=GRID, zerolinecolor=GRID, tickcolor=GRID, linecolor=GRID, automargin=True,
+             tickfont=dict(color=FADED), title=dict(font=dict(color=FADED)))
+TEMPLATE = go.layout.Template(layout=dict(
+    font=dict(family=FONT, color=INK), colorway=COLORWAY, paper_bgcolor="white", plot_bgcolor="white",
+    title=dict(x=0, xanchor="left", font=dict(weight=600, color=INK)),
+    xaxis=dict(_AXIS, showgrid=False, zeroline=False, title_standoff=12),
+    yaxis=dict(_AXIS, title_standoff=16),
+    legend=dict(font=dict(color=FADED)),
+    hoverlabel=dict(bgcolor="white", bordercolor="#d5dae5", font=dict(family=FONT, color=INK)),
+    coloraxis=dict(colorbar=dict(thickness=16, outlinewidth=0, tickfont=dict(color=FADED))),
+))
+
+
+def use_explorer_template() -> None:
+    """Make TEMPLATE every new figure's template (importing Streamlit sets its own, which only its
+    st.plotly_chart knows how to finish)."""
+    pio.templates["explorer"] = TEMPLATE
+    pio.templates.default = "explorer"
 
 
 def as_numpy(values) -> np.ndarray:

@@ -24,7 +24,7 @@ if qkv.open:
     text = A.QKV_TEXT.format(K=cfg.d_head)
     if not v.presenter:
         qkv.markdown(text)
-    chart(A.head_figure(v, layer, head, "qkv"), qkv)
+    chart(A.head_figure(v, layer, head, "qkv"), qkv, key="qkv")
     if v.presenter:                           # on a projector the chart comes first, the words under it
         qkv.markdown(text)
 
@@ -33,8 +33,9 @@ if steps.open:
     figures = A.head_figure(v, layer, head, "steps")
     for row in (0, 2):
         places = steps.columns(2) if side_by_side else (steps, steps)
-        for place, fig, caption in zip(places, figures[row:row + 2], A.STEP_CAPTIONS[row:row + 2]):
-            chart(fig, place)
+        for n, place, fig, caption in zip(range(row, row + 2), places, figures[row:row + 2],
+                                          A.STEP_CAPTIONS[row:row + 2]):
+            chart(fig, place, key=f"step_{n}")
             place.markdown(caption.format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5))
 
 if who.open:
@@ -44,10 +45,10 @@ if who.open:
             st.subheader(f"Who attends to whom: layer {layer}, head {head}")
             st.markdown(A.read_row(v, trace, layer, head, query))
         big, lines = st.columns([3, 2]) if side_by_side else (st.container(), st.container())
-        chart(A.head_figure(v, layer, head, "pattern"), big)
+        chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern")
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
-        chart(A.lines_figure(v, trace, layer, head, query), lines)
+        chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines")
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
         panel = math_panel("attention")
         if panel.open:
@@ -63,11 +64,11 @@ if who.open:
 if every.open:
     every.subheader("Every head in every layer")
     if A.needs_overview(cfg):
-        chart(A.every_head_figure(v, layer, head), every)
+        chart(A.every_head_figure(v, layer, head), every, key="every_head")
         every.caption(f"All {cfg.n_layers * cfg.n_heads} heads at once: one row per layer, one small square per "
                       "head (its queries down, its keys across; hover for the exact weight). Orange: the head "
                       "chosen above, shown larger with its neighbours below.")
-    chart(A.grid_figure(v, layer, head), every)
+    chart(A.grid_figure(v, layer, head), every, key="grid")
     every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
                   "layer read the same tokens but ask different questions, so their patterns differ. Orange: the "
                   "head chosen above.")
@@ -84,7 +85,7 @@ if whatif.open:
                    f"({query}: {quote(v.tokens[query])}).")
         after = experiment_trace(v, experiment)
         table = next_token_change(v, trace, after, position=query)
-        chart(change_figure(table, experiment, v.presenter))
+        chart(change_figure(table, experiment, v.presenter), key="whatif")
         st.markdown(A.change_words(v, trace, after, experiment, position=query))
 
 step_nav("attention")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import discoveries as D
-from explorer.layout import explanation, page_header, step_nav
+from explorer.layout import chart, explanation, page_header, step_nav
 from explorer.state import get_bundle, view
 
 D.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
@@ -37,7 +37,8 @@ def draw(discovery: D.Discovery) -> None:
         st.markdown(discovery.reveal)
         if discovery.key == "scaling":
             target = discovery.target
-            st.plotly_chart(D.sharpness_figure(get_bundle(name), target.layer, target.head, v.presenter))
+            chart(D.sharpness_figure(get_bundle(name), target.layer, target.head, v.presenter),
+                  key=f"discovery_{discovery.key}")
         st.button("Show me", key=f"discovery_show_{discovery.key}", on_click=D.show_me, args=(discovery.target,),
                   type="primary", icon=":material/arrow_forward:",
                   help="Open the page that shows this, with the model, sentence, layer, head and token set.")

@@ -17,7 +17,7 @@ if rows.open:
     with rows:
         st.subheader("Your sentence's rows of the embedding matrix")
         dims = dims_picker(v, cfg.d_model, "embedding_dims")
-        chart(em.rows_figure(v, trace, dims))
+        chart(em.rows_figure(v, trace, dims), key="rows")
         st.caption(f"Each row is one token's {cfg.d_model:,} learned numbers: red positive, blue negative, white near "
                    "0. The same word always gets the same row, wherever it stands (position is added in the next "
                    "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
@@ -35,13 +35,13 @@ if vocabulary.open:
             label_all = st.checkbox("Label every token", key="embedding_label_all",
                                     help="Write every vocabulary token next to its dot (crowded for big "
                                          "vocabularies).")
-        chart(em.map_figure(v, label_all))
+        chart(em.map_figure(v, label_all), key="map")
         st.caption(em.pca_note(v, em.vocab_pca(v)))
 
 if similar.open:
     with similar:
         st.subheader("Similar tokens in your sentence")
-        chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6))
+        chart(em.cosine_figure(v, trace, show_values=v.presenter or len(v.tokens) <= 6), key="cosine")
         st.caption("Cosine similarity compares the direction of two rows: 1 = same direction, 0 = unrelated, "
                    "-1 = opposite. The diagonal is always 1 (every token compared with itself).")
 
@@ -51,7 +51,7 @@ if neighbours.open:
         position = token_picker(v, st.columns([1, 2])[0], label="Token")
         token_id = v.prepared.ids[position]
         table = em.neighbours_table(v, token_id)
-        chart(em.neighbours_figure(v, token_id, table))
+        chart(em.neighbours_figure(v, token_id, table), key="neighbours")
         st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
                    f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size:,}. Words the model "
                    "uses in similar places end up with similar rows.")

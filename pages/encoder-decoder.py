@@ -23,7 +23,7 @@ cross, encoder, decoder, steps, whatif = sections(S.SLUG, S.SECTIONS)
 if cross.open:
     with cross:
         st.subheader("Cross-attention: the decoder reads the source")
-        chart(S.figure("cross", v, layer, head))
+        chart(S.figure("cross", v, layer, head), key="cross")
         st.caption(S.CROSS_TEXT)
         st.markdown(S.alignment_words(v, trace, layer, head))
         panel = math_panel(S.SLUG)
@@ -39,13 +39,13 @@ if cross.open:
 if encoder.open:
     with encoder:
         st.subheader("The encoder reads the whole source at once")
-        chart(S.figure("encoder", v, layer, head))
+        chart(S.figure("encoder", v, layer, head), key="encoder")
         st.caption("No causal mask: a source token may look at tokens after it too. Each row adds up to 1.")
 
 if decoder.open:
     with decoder:
         st.subheader("The decoder looks back at what it has written")
-        chart(S.figure("decoder", v, layer, head))
+        chart(S.figure("decoder", v, layer, head), key="decoder")
         st.caption("The causal mask of the decoder-only models: row t sees <bos> and the tokens written before it.")
 
 if steps.open:

@@ -26,7 +26,7 @@ shapes, fire, strongest, off_section, whatif = sections(SLUG, SECTIONS)
 
 if shapes.open:
     shapes.subheader("Expand, activate, contract")
-    chart(shapes_figure(v, layer), shapes)
+    chart(shapes_figure(v, layer), shapes, key="shapes")
 
 if fire.open:
     fire.subheader("Which neurons fire for which token")
@@ -36,7 +36,7 @@ if fire.open:
                                       help=f"Off: walk through all {cfg.d_ff:,} neurons, {DIMS_SHOWN} at a time.")
         if not strongest_first:
             neurons = dims_picker(v, cfg.d_ff, "ffn_neurons", what="neurons", where=fire)
-    chart(activations_figure(v, layer, neurons), fire)
+    chart(activations_figure(v, layer, neurons), fire, key="activations")
     fire.caption(f"Each row is one token, each column one of the {cfg.d_ff:,} neurons. "
                  + heatmap_text(cfg.activation) + " Hover for exact values.")
 
@@ -47,8 +47,8 @@ if strongest.open:
         table = top_neurons(v, layer, token)
         side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
         left, right = st.columns(2) if side_by_side else (st.container(), st.container())
-        chart(top_neurons_figure(v, layer, token, table), left)
-        chart(top_neurons_everywhere_figure(v, layer, token, table), right)
+        chart(top_neurons_figure(v, layer, token, table), left, key="top_neurons")
+        chart(top_neurons_everywhere_figure(v, layer, token, table), right, key="top_everywhere")
         st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
                    "the same neurons for every token of the sentence. Hover a bar to see the other tokens that "
                    "fire it at least half as strongly.")
@@ -78,7 +78,7 @@ if off_section.open:
                        f"neurons) in layer {layer} are {off.rule}. "
                        + ("Only the rest carry a signal on to W_out." if cfg.activation == "relu" else
                           "They still pass a faint signal on to W_out; the rest carry the strong one."))
-        chart(histogram_figure(v, layer))
+        chart(histogram_figure(v, layer), key="histogram")
 
 if whatif.open:
     with whatif:
@@ -89,6 +89,6 @@ if whatif.open:
         after = experiment_trace(v, experiment(layer))
         change = next_token_change(v, trace, after, position=token)
         st.markdown(change_in_words(v, trace, after, layer, position=token))
-        chart(change_figure(change, experiment(layer), v.presenter))
+        chart(change_figure(change, experiment(layer), v.presenter), key="whatif")
 
 step_nav(SLUG)

@@ -24,15 +24,15 @@ if seats.open:
         window = dims_picker(v, cfg.d_model, "positions_window")
         table = P.figure("table", v, window)
         if table is None:
-            chart(P.figure("added", v, window))
+            chart(P.figure("added", v, window), key="added")
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one
             yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len:,} positions)"],
                                         key="positions_rows", on_change="rerun")
             if yours.open:
-                chart(P.figure("added", v, window), yours)
+                chart(P.figure("added", v, window), yours, key="added")
             if everything.open:
-                chart(table, everything)
+                chart(table, everything, key="table")
                 if cfg.max_len > P.MAX_TABLE_ROWS:
                     everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len:,} positions.")
 
@@ -48,10 +48,10 @@ if waves.open:
                                       help="Each dimension of the position vector, drawn over every seat.")
             curves = P.figure("curves", v, dims)
             if curves is not None:
-                chart(curves)
+                chart(curves, key="curves")
                 if cfg.pos == "learned":
                     st.markdown(P.FORMULA_TEXT)
-                    chart(P.figure("curves", v, dims, True))
+                    chart(P.figure("curves", v, dims, True), key="formula")
             else:
                 st.info("Pick at least one dimension to draw.")
 
@@ -60,7 +60,7 @@ if sums.open:
         st.subheader("Token + position = input")
         left, right = st.columns(2)
         position = token_picker(v, left)
-        chart(P.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)))
+        chart(P.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)), key="sum")
         st.caption(P.sum_caption(v, trace, position))
         st.markdown(P.SUM_TEXT)
         panel = math_panel("positions")
@@ -82,7 +82,7 @@ if alike.open:
                 whole = st.toggle("Show the whole table", key="positions_whole",
                                   help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only "
                                        "your sentence's.")
-            chart(P.figure("similarity", v, whole))
+            chart(P.figure("similarity", v, whole), key="similarity")
             st.caption(P.SIMILARITY_TEXT[cfg.pos])
 
 if whatif.open:
@@ -119,7 +119,7 @@ if whatif.open:
             st.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
             bars = P.order_figure(comparison, v.presenter)
             if bars is not None:
-                chart(bars)
+                chart(bars, key="order")
             st.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
 
 step_nav("positions")

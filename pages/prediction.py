@@ -48,9 +48,9 @@ actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
 after = v.tokens[position]
 bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
 scores, chances = (st.container(), st.container()) if v.presenter else st.columns([2, 3])
-chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores)
+chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores, key="logits")
 chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
-                                          f"(position {position})", actual, bars, v.presenter), chances)
+                                          f"(position {position})", actual, bars, v.presenter), chances, key="probabilities")
 numbers = st.columns(3)
 numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum()):,} of {V:,}")
 numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
@@ -90,7 +90,7 @@ if panel.open:
                     + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
                        if settings.top_k is not None else "Top-k is off. ")
                     + top_p_story(table, settings.top_p))
-        chart(cumulative_figure(table, settings, v.presenter))
+        chart(cumulative_figure(table, settings, v.presenter), key="cumulative")
         st.markdown(renormalise_story(table))
 
 # --- writing with the model: an explicit action, so here the model does run --------------------------

@@ -24,20 +24,20 @@ wired, size, adds, norm, lens = sections(SLUG, SECTIONS)
 if wired.open:
     with wired:
         st.subheader("How one block is wired")
-        chart(block_figure(v, layer))
+        chart(block_figure(v, layer), key="block")
         st.markdown(diagram_caption(v))
 
 if size.open:
     with size:
         st.subheader("How big the stream is, stage by stage")
-        chart(stream_norms_figure(v))
+        chart(stream_norms_figure(v), key="norms")
         st.caption("Each cell is the length (L2 norm) of one token's vector in the stream after a stage: the "
                    "embedding, then each layer after attention and after the FFN have added their notes.")
 
 if adds.open:
     with adds:
         st.subheader(f"What layer {layer} adds")
-        chart(contributions_figure(v, layer))
+        chart(contributions_figure(v, layer), key="contributions")
         added = contributions(v, layer)
         st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
                    f"{added['resid_pre'].mean():.2f} long, and the FFN adds one {added['mlp.out'].mean():.2f} "
@@ -62,7 +62,7 @@ if norm.open:
                                  format_func=lambda key: options[key].label)
             step = options[chosen]
             m = norm_math(v, step, token)
-            chart(norm_scatter_figure(v, m, step, token))
+            chart(norm_scatter_figure(v, m, step, token), key="norm_scatter")
             stats = norm_stats(m)
             st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
                                                                 for c in ("mean", "variance", "RMS", "L2 norm")})
@@ -101,7 +101,7 @@ if lens.open:
                                  key="residual_lens_mid",
                                  help="Trace name: blocks.i.resid_mid, the stream between attention and the "
                                       "feed-forward layer.")
-        chart(lens_chart(v, with_mid))
+        chart(lens_chart(v, with_mid), key="lens")
         st.markdown(lens_in_words(v, lens_of(v, with_mid)))
         st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "
                    "exactly as the real output does, and shows the likeliest next token and its probability. The "

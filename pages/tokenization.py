@@ -17,7 +17,7 @@ cut_up, three_ways, merges, vocabulary = sections("tokenization", tk.SECTIONS)
 if cut_up.open:
     with cut_up:
         st.subheader("Your sentence as tokens")
-        chart(tk.sentence_figure(v))
+        chart(tk.sentence_figure(v), key="sentence")
         unknown = ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
                    if tok.unk_id is not None else "")
         st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size:,} "
@@ -34,7 +34,7 @@ if three_ways.open:
             column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
                           len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
                                              f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
-        chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter))
+        chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter), key="comparison")
         st.caption(tk.source_note(source, tok.kind))
         if v.prepared.dropped:
             st.caption("The counts are for your whole text; the model itself reads only its last "
@@ -65,7 +65,7 @@ if merges.open:
                 upto = right.slider("Merge step", 0, last, key="tokenization_step",
                                     help="0 is the word as single bytes; each step applies one learned merge. "
                                          "Slide to 0 and step forward to replay them.")
-            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter))
+            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), key="merges")
             st.markdown(tk.merge_caption(steps, upto))
             st.caption(tk.merges_note(bpe, tok))
 

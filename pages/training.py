@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import lab
 from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_chart,
                                   same_task_runs, snapshot_caption, snapshot_chart)
-from explorer.layout import explanation, page_header
+from explorer.layout import chart, explanation, page_header
 from explorer.models import is_encoder_decoder
 from explorer.state import view
 from explorer.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
@@ -95,7 +95,7 @@ def live_progress():
     st.progress(min(1.0, current.steps_done / current.setup.train.steps), text=lab.progress_text(current))
     log_scale = st.toggle("Log scale", key="lab_log_scale")
     if current.divergence:          # drawn once: the run has stopped, with its blow-up marked
-        st.plotly_chart(loss_figure(current, log_scale, v.presenter), key="lab_loss_chart")
+        chart(loss_figure(current, log_scale, v.presenter), key="lab_loss")
     else:                           # updated in place at every tick (see loss_chart)
         st.altair_chart(loss_chart(current, log_scale, v.presenter), width="stretch")
 
@@ -112,7 +112,7 @@ def live_details():
     flow = st.expander("Gradient flow, parameter by parameter", key="lab_flow", on_change="rerun",
                        icon=":material/bar_chart:")
     if flow.open and current.flow:                          # drawn only while open: one chart less per tick
-        flow.plotly_chart(flow_figure(current, v.presenter), key="lab_flow_chart")
+        chart(flow_figure(current, v.presenter), flow, key="lab_flow")
     left, right = st.columns(2)
     with left:
         st.markdown("**Samples** (greedy, from the probe's first words)")
@@ -138,8 +138,7 @@ runs = lab.runs()
 comparable = same_task_runs(runs, run) if run is not None else []
 if len(comparable) > 1:
     st.subheader("3. Compare runs")
-    st.plotly_chart(compare_figure(comparable, describe_difference, setting_words, v.presenter),
-                    key="lab_compare_chart")
+    chart(compare_figure(comparable, describe_difference, setting_words, v.presenter), key="lab_compare")
     hidden = len(runs) - len(comparable)
     st.caption(f"Runs on {TASK_ABOUT[run.setup.task]} only: losses of different tasks cannot be compared"
                + (f" ({hidden} run{'s' * (hidden > 1)} on other tasks not shown)." if hidden else ".")

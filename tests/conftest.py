@@ -84,9 +84,16 @@ def decode(value):
     return value
 
 
+def plotly_charts(at: AppTest) -> list[dict]:
+    """Every Plotly chart on the page, in page order, as the app's keyed component receives it
+    (explorer.plotly_component): {"figure": the figure's JSON text, "config": Plotly's config}."""
+    return [json.loads(chart.proto.json) for chart in at.get("bidi_component")
+            if chart.proto.component_name.endswith("explorer_plotly")]
+
+
 def plotly_figures(at: AppTest) -> list[dict]:
     """Every Plotly chart on the page as its JSON figure (data and layout)."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [json.loads(chart["figure"]) for chart in plotly_charts(at)]
 
 
 def vega_chart_titled(at: AppTest, words: str):

@@ -39,7 +39,7 @@ def test_every_page_opens_without_errors_and_draws_its_figures(tab, app_url, slu
     expect(tab.locator("h1").first).to_contain_text(title)
     if slug not in WITHOUT_CHARTS:
         assert rendered_plots(tab) > 0, f"the {slug} page drew no Plotly figure"
-        assert tab.locator("[data-testid='stPlotlyChart']").count() > 0
+        assert tab.locator(".js-plotly-plot").count() > 0
 
 
 def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):

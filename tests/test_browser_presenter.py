@@ -43,7 +43,7 @@ def test_the_attention_pattern_spans_the_content_width_and_starts_on_the_first_s
     tab.set_viewport_size({"width": width, "height": height})
     open_view(tab, app_url, "attention", presenter=1, section="Who looks at whom")
     assert rendered_plots(tab) == 2
-    pattern = tab.locator("[data-testid=stPlotlyChart]").filter(
+    pattern = tab.locator(".js-plotly-plot").filter(
         has=tab.locator(".gtitle", has_text="Attention pattern"))
     content = tab.evaluate("""() => { const m = document.querySelector('[data-testid=stMainBlockContainer]');
         const s = getComputedStyle(m);
@@ -65,7 +65,7 @@ def test_every_tab_and_link_label_is_whole_in_presenter_mode(tab, app_url, width
         assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug   # no scroll arrow
         assert labels_clipped(tab) == [], slug
         if height == 768:                     # the first screen of a projector shows the page's chart
-            top = tab.locator("[data-testid=stPlotlyChart]").first.bounding_box()["y"]
+            top = tab.locator(".js-plotly-plot").first.bounding_box()["y"]
             assert top < height - 150, (slug, top)
 
 

@@ -1,9 +1,7 @@
 """Shared figure helpers: visible token labels, and every step page's chart downloads at presentation size."""
-import json
-
 import pytest
 
-from conftest import open_page, show_section
+from conftest import open_page, plotly_charts, show_section
 from explorer.plot import labels, token_label, visible
 from explorer.steps import STEPS
 
@@ -22,7 +20,7 @@ def test_labels_and_bar_labels_use_the_glyph_and_stay_escaped():
 
 
 def chart_configs(at) -> list[dict]:
-    return [json.loads(chart.proto.config) for chart in at.get("plotly_chart")]
+    return [chart["config"] for chart in plotly_charts(at)]
 
 
 CHART_PAGES = [s.slug for s in STEPS if s.slug != "home"]

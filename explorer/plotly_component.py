@@ -1,0 +1,102 @@
+"""A Plotly chart that keeps its place in the browser: a keyed Streamlit component around `Plotly.react`.
+
+Why not `st.plotly_chart`: in Streamlit 1.67 its element id hashes the whole figure, even with a `key`, so
+a figure whose numbers change is a new element: the browser unmounts the old chart and builds a new one,
+then draws it again when Plotly hands its figure back (measured: 2.0-2.7 charts built per chart shown, per
+sentence typed). Here the component's `key` is its identity, so a new sentence reaches the same chart and
+`Plotly.react` redraws it in place (measured: 1 build when the chart first appears, 0 after).
+
+Why not Altair/Vega-Lite (which the lab's live charts use): our step pages have 40-odd Plotly figures with
+exact hover text, text in cells, shared colour axes and subplots; this keeps every one of them, unchanged,
+and the tests keep reading the same figure JSON.
+
+Revisit when Streamlit releases keyed Plotly charts with a stable identity (streamlit/streamlit#16052): then
+`layout.chart` can call `st.plotly_chart(fig, key=key)` again and this module and `static/` can go.
+
+plotly.js comes from the `plotly` package itself (the same version that wrote the figure JSON), copied into
+`static/` and served by Streamlit's static file serving (`server.enableStaticServing` in the config);
+the browser loads it once per page load.
+"""
+import os
+import shutil
+from pathlib import Path
+
+import plotly
+import streamlit as st
+
+from .plot import use_explorer_template
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+PLOTLY_JS = STATIC / "plotly.min.js"
+SHIPPED_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def provide_plotly_js() -> Path:
+    """Copy the plotly package's plotly.min.js into `static/` (once per install; atomic, so two servers
+    starting together never serve half a file)."""
+    if not PLOTLY_JS.exists() or PLOTLY_JS.stat().st_size != SHIPPED_JS.stat().st_size:
+        STATIC.mkdir(exist_ok=True)
+        partial = PLOTLY_JS.with_suffix(f".{os.getpid()}.part")
+        shutil.copyfile(SHIPPED_JS, partial)
+        os.replace(partial, PLOTLY_JS)
+    return PLOTLY_JS
+
+
+# Runs for every chart update. The chart's div is created once per mounted component; later calls redraw it
+# with Plotly.react (no new chart). A ResizeObserver follows the column's width (the sidebar opening, a
+# window resize); the cleanup runs when Streamlit unmounts the component.
+JS = """
+const SOURCE = new URL("app/static/plotly.min.js", document.baseURI).href;
+
+function loadPlotly() {
+  if (!window.__explorerPlotly) {
+    window.__explorerPlotly = new Promise((resolve, reject) => {
+      if (window.Plotly) return resolve(window.Plotly);
+      const script = document.createElement("script");
+      script.src = SOURCE;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => { window.__explorerPlotly = null; reject(new Error("plotly.js did not load")); };
+      document.head.appendChild(script);
+    });
+  }
+  return window.__explorerPlotly;
+}
+
+export default function ({ parentElement, data }) {
+  let plot = parentElement.querySelector(".explorer-plot");
+  if (!plot) {
+    plot = document.createElement("div");
+    plot.className = "explorer-plot";
+    parentElement.appendChild(plot);
+  }
+  const figure = JSON.parse(data.figure);
+  plot.style.minHeight = (figure.layout.height || 450) + "px";       // keep the space while plotly.js loads
+  loadPlotly().then(Plotly => Plotly.react(plot, figure.data, figure.layout, data.config)).then(() => {
+    if (!plot.__watcher) {
+      plot.__watcher = new ResizeObserver(() => window.Plotly.Plots.resize(plot));
+      plot.__watcher.observe(parentElement);
+    }
+  }).catch(() => {
+    plot.textContent = "This chart could not be drawn: the page could not load its chart library. " +
+                       "Reload the page to try again.";
+  });
+  return () => {
+    if (plot.__watcher) plot.__watcher.disconnect();
+    if (window.Plotly) window.Plotly.purge(plot);
+  };
+}
+"""
+
+use_explorer_template()          # after importing Streamlit, which sets its own default
+_component = st.components.v2.component("explorer_plotly", js=JS, html="", isolate_styles=False)
+
+
+def plotly_chart(fig, key: str, config: dict, where=st) -> None:
+    """Draw `fig` in `where` (a container, a column; by default where the page is) as the chart named `key`:
+    the same key on the next run updates the same chart in place."""
+    data = {"figure": fig.to_json(), "config": config}
+    if where is st:
+        _component(data=data, key=f"chart_{key}")
+    else:
+        with where:
+            _component(data=data, key=f"chart_{key}")
