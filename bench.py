@@ -473,6 +473,10 @@ def _wait_redrawn(page, ending: str, quiet_ms: int = 700) -> float:
     return (update["last"] - update["enter"]) / 1e3
 
 
+# Every chart on the page has been drawn (plotly.js loads once per page, then each chart draws).
+_CHARTS_DRAWN = """() => { const plots = [...document.querySelectorAll('.explorer-plot')];
+  return plots.length > 0 && plots.every(plot => plot.querySelector('.svg-container')); }"""
+
 # Counts the Plotly charts the page builds from scratch (each new chart adds an .svg-container).
 _COUNT_CHARTS = """() => { window.__built = 0; window.__builtVega = 0;
   const count = (n, css) => (n.matches(css) ? 1 : 0) + n.querySelectorAll(css).length;
@@ -498,6 +502,7 @@ def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
             page = browser.new_page()
             for step in [step for step in STEPS if step.slug != "home"]:
                 open_view(page, base, step.slug, text=PAGE_SENTENCE)
+                page.wait_for_function(_CHARTS_DRAWN)         # the first drawing is not an update
                 page.evaluate(_COUNT_CHARTS)
                 _typing_latencies([page], [PAGE_SENTENCE], rounds=updates, together=False)
                 shown = page.locator(".js-plotly-plot").count()

@@ -39,8 +39,9 @@ def page_header(slug: str, view: View) -> None:
     st.html(BASE_CSS + (PRESENTER_CSS if view.presenter else ""))
     figure_format_picker()
     st.title(BY_SLUG[slug].title)
-    for notice in view.notices + (view.prepared.notices if view.prepared else []):
-        st.warning(notice, icon=":material/info:")
+    notices = st.container()           # always there, even empty: a notice coming or going moves nothing below,
+    for notice in view.notices + (view.prepared.notices if view.prepared else []):   # so charts keep their place
+        notices.warning(notice, icon=":material/info:")
     if slug in WALK_THROUGH and is_encoder_decoder(view.bundle):
         st.info(f"**{view.name}** is an encoder-decoder (a source in, a target out), and this page shows a "
                 "decoder-only language model (tinytales, roses, GPT-2). The encoder, the decoder and the "

@@ -53,6 +53,28 @@ def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
     assert tab.locator("[data-testid='stException']").count() == 0
 
 
+# Marks every chart div and counts the charts plotly.js builds from scratch (each adds an .svg-container).
+WATCH_CHARTS = """() => { window.__built = 0;
+  document.querySelectorAll('.js-plotly-plot').forEach((plot, n) => plot.dataset.seen = n);
+  new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes) if (n.nodeType === 1)
+    window.__built += (n.matches('.svg-container') ? 1 : 0) + n.querySelectorAll('.svg-container').length; })
+  .observe(document.body, {subtree: true, childList: true}); }"""
+
+
+def test_a_new_sentence_redraws_the_same_charts_in_place(tab, app_url):
+    open_view(tab, app_url, "prediction", token=9)
+    expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text("“tired”")
+    tab.evaluate(WATCH_CHARTS)
+    for sentence in ["the dog chased the", "the zqx cat sat down", "a cat"]:   # a notice comes and goes
+        type_sentence(tab, sentence)
+        picked = selectbox_value(tab, "Show what the model predicted after token").split(": ", 1)[1]
+        expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text(f"after “{picked}”")
+        assert picked in sentence.split()
+    assert tab.evaluate("window.__built") == 0, "a chart was built again instead of redrawn"
+    seen = tab.evaluate("[...document.querySelectorAll('.js-plotly-plot')].map(plot => plot.dataset.seen)")
+    assert seen == ["0", "1"]                       # the very chart elements of the first sentence
+
+
 def test_show_the_math_draws_its_content_when_opened(tab, app_url):
     open_view(tab, app_url, "prediction")
     expect(tab.locator(".js-plotly-plot")).to_have_count(2)          # closed: the forecast's two charts only
