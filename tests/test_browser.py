@@ -73,6 +73,9 @@ def test_a_new_sentence_redraws_the_same_charts_in_place(tab, app_url):
     assert tab.evaluate("window.__built") == 0, "a chart was built again instead of redrawn"
     seen = tab.evaluate("[...document.querySelectorAll('.js-plotly-plot')].map(plot => plot.dataset.seen)")
     assert seen == ["0", "1"]                       # the very chart elements of the first sentence
+    bars = tab.locator(".js-plotly-plot").nth(1).locator(".bars .point").first      # the favourite's bar
+    bars.hover(force=True)                          # plotly reads the mouse from the layer above the bar
+    expect(tab.locator(".hoverlayer .hovertext").first).to_contain_text("logit")    # exact values on hover
 
 
 def test_show_the_math_draws_its_content_when_opened(tab, app_url):
