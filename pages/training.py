@@ -33,8 +33,14 @@ if task == "text":
 st.text_input("Probe sentence", key="lab_probe", max_chars=300,
               placeholder="empty: a sentence from the task (e.g. 'roses are red violets are blue')",
               help="Its attention pattern is watched while the model learns; its first words start the samples.")
-if not v.presenter:
-    with st.expander("Architecture", icon=":material/account_tree:"):
+# The advanced knobs sit in panels drawn only while open (their values stay: see lab.init_setup_widgets), so
+# a training tick has fewer elements on the page to go through; hidden in presenter mode.
+architecture = None if v.presenter else st.expander("Architecture", icon=":material/account_tree:",
+                                                   key="lab_architecture", on_change="rerun")
+optimizer = None if v.presenter else st.expander("Optimizer and schedule", icon=":material/tune:",
+                                                key="lab_optimizer_panel", on_change="rerun")
+if architecture is not None and architecture.open:
+    with architecture:
         a, b, c = st.columns(3)
         a.number_input("Layers", *BOUNDS["n_layers"], key="lab_n_layers")
         a.number_input("Heads", *BOUNDS["n_heads"], key="lab_n_heads")
@@ -49,7 +55,8 @@ if not v.presenter:
         a.checkbox("Scale embeddings by √d_model", key="lab_embed_scale",
                    help="The 2017 paper multiplies token embeddings by √d_model so the positional signal added "
                         "next does not drown them out. Forget it with sinusoidal positions and watch the loss.")
-    with st.expander("Optimizer and schedule", icon=":material/tune:"):
+if optimizer is not None and optimizer.open:
+    with optimizer:
         a, b, c = st.columns(3)
         a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
         a.number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lab_lr")

@@ -232,8 +232,29 @@ def test_the_labs_setups_are_recipes_and_its_bounds_and_choices_come_from_the_mo
     assert training.CHOICES["optimizer"] == OPTIMIZERS and training.CHOICES["schedule"] == SCHEDULES
 
 
+def test_the_setup_panels_draw_their_knobs_only_while_open_and_keep_their_values():
+    at = lab()
+    knobs = lambda: {w.key for w in at.number_input} | {w.key for w in at.selectbox}   # noqa: E731
+    assert "lab_n_layers" not in knobs() and "lab_lr" not in knobs()        # closed: not on the page
+    at.session_state["lab_architecture"] = True                              # the student opens Architecture
+    at.run()
+    assert "lab_n_layers" in knobs() and "lab_lr" not in knobs()
+    at.number_input(key="lab_n_layers").set_value(3).run()
+    at.session_state["lab_architecture"] = False                             # ... and closes it again
+    at.run()
+    assert "lab_n_layers" not in knobs()
+    at.button(key="lab_start").click().run()
+    assert not at.exception and active(at).model.cfg.n_layers == 3          # the hidden value still counts
+    at.button(key="lab_pause").click().run()
+    at.session_state["lab_optimizer_panel"] = True
+    at.run()
+    assert at.number_input(key="lab_lr").value == pytest.approx(active(at).setup.train.lr)
+
+
 def test_the_lab_offers_embed_scale_and_trains_with_it():
     at = lab()
+    at.session_state["lab_architecture"] = True                  # the student opens the Architecture panel
+    at.run()
     at.checkbox(key="lab_embed_scale").check().run()
     at.button(key="lab_start").click().run()
     assert not at.exception
