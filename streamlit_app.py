@@ -14,7 +14,7 @@ from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
 torch.set_num_threads(1)
 limit_arenas()                                    # fewer per-thread malloc pools: less memory per visitor
-provide_plotly_js()                               # the charts' plotly.js, served from static/
+provide_plotly_js()                               # the charts' plotly.js, served from static/ (once)
 
 HERE = Path(__file__).parent
 st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide")

@@ -17,6 +17,8 @@ plotly.js comes from the `plotly` package itself (the same version that wrote th
 `static/` and served by Streamlit's static file serving (`server.enableStaticServing` in the config);
 the browser loads it once per page load.
 """
+import functools
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -29,17 +31,27 @@ from .plot import use_explorer_template
 STATIC = Path(__file__).resolve().parents[1] / "static"
 PLOTLY_JS = STATIC / "plotly.min.js"
 SHIPPED_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+log = logging.getLogger(__name__)
 
 
-def provide_plotly_js() -> Path:
-    """Copy the plotly package's plotly.min.js into `static/` (once per install; atomic, so two servers
-    starting together never serve half a file)."""
-    if not PLOTLY_JS.exists() or PLOTLY_JS.stat().st_size != SHIPPED_JS.stat().st_size:
-        STATIC.mkdir(exist_ok=True)
-        partial = PLOTLY_JS.with_suffix(f".{os.getpid()}.part")
-        shutil.copyfile(SHIPPED_JS, partial)
-        os.replace(partial, PLOTLY_JS)
-    return PLOTLY_JS
+@functools.cache
+def provide_plotly_js() -> bool:
+    """Copy the plotly package's plotly.min.js into `static/` (once per process; atomic, so two servers
+    starting together never serve half a file). False when the app cannot serve it (static serving switched
+    off, or a read-only app folder): the charts then fall back to `st.plotly_chart`."""
+    if not st.get_option("server.enableStaticServing"):
+        log.warning("server.enableStaticServing is off: charts fall back to st.plotly_chart (rebuilt per update)")
+        return False
+    try:
+        if not PLOTLY_JS.exists() or PLOTLY_JS.stat().st_size != SHIPPED_JS.stat().st_size:
+            STATIC.mkdir(exist_ok=True)
+            partial = PLOTLY_JS.with_suffix(f".{os.getpid()}.part")
+            shutil.copyfile(SHIPPED_JS, partial)
+            os.replace(partial, PLOTLY_JS)
+    except OSError as error:
+        log.warning("cannot put plotly.js in %s (%s): charts fall back to st.plotly_chart", STATIC, error)
+        return False
+    return True
 
 
 # Runs for every chart update. The chart's div is created once per mounted component; later calls redraw it
@@ -94,6 +106,9 @@ _component = st.components.v2.component("explorer_plotly", js=JS, html="", isola
 def plotly_chart(fig, key: str, config: dict, where=st) -> None:
     """Draw `fig` in `where` (a container, a column; by default where the page is) as the chart named `key`:
     the same key on the next run updates the same chart in place."""
+    if not provide_plotly_js():
+        where.plotly_chart(fig, config=config, key=f"chart_{key}")
+        return
     data = {"figure": fig.to_json(), "config": config}
     if where is st:
         _component(data=data, key=f"chart_{key}")
