@@ -264,8 +264,9 @@ def bench_server(visitors: int = 10, trainers: int = 2, rounds: int = 3, slugs: 
 
     from explorer.steps import STEPS
 
-    sentences = [f"the {a} cat sat on the mat because it was {b}"
-                 for a in ("big", "small", "old", "young", "fat") for b in ("tired", "sad")][:visitors]
+    sentences = [f"the {a} cat sat on the mat because it was {b}"              # every word known to tinytales
+                 for b in ("tired", "sad", "happy", "hungry", "cold", "sleepy")
+                 for a in ("big", "small", "old", "young", "fat", "little", "red")][:visitors]
     with sync_playwright() as playwright:
         browser = launch(playwright)
         start = time.perf_counter()
