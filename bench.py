@@ -491,27 +491,30 @@ _COUNT_CHARTS = """() => { window.__built = 0; window.__builtVega = 0;
 
 
 def bench_browser(updates: int = 3, train_seconds: float = 10.0) -> None:
-    """Where a browser's time goes: Plotly charts built per update on each step page (shown / built),
-    and the CPU Chromium spends on a training tab while a model trains."""
+    """Where a browser's time goes: Plotly charts built from scratch per update on each step page and the
+    encoder-decoder page (shown / built; redrawn in place: 0), and the CPU Chromium spends on a training tab
+    while a model trains."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
     from playwright.sync_api import sync_playwright
 
     from browser_support import launch, open_view, serve
 
-    from explorer.steps import STEPS
+    from explorer.steps import ENCODER_DECODER, STEPS
 
+    views = [(step.slug, "tinytales", PAGE_SENTENCE) for step in STEPS if step.slug != "home"]
+    views.append((ENCODER_DECODER.slug, "translate", "the red cat sees a green mouse"))
     built = {}
     with sync_playwright() as playwright:
         browser = launch(playwright)
         with serve() as (base, _):
             page = browser.new_page()
-            for step in [step for step in STEPS if step.slug != "home"]:
-                open_view(page, base, step.slug, text=PAGE_SENTENCE)
+            for slug, model, sentence in views:
+                open_view(page, base, slug, model=model, text=sentence)
                 page.wait_for_function(_CHARTS_DRAWN)         # the first drawing is not an update
                 page.evaluate(_COUNT_CHARTS)
-                _typing_latencies([page], [PAGE_SENTENCE], rounds=updates, together=False)
+                _typing_latencies([page], [sentence], rounds=updates, together=False)
                 shown = page.locator(".js-plotly-plot").count()
-                built[step.slug] = (shown, page.evaluate("window.__built") / updates)
+                built[slug] = (shown, page.evaluate("window.__built") / updates)
             page.close()
             trainer = browser.new_page()
             _start_tiny_tales(trainer, base)
