@@ -63,3 +63,19 @@ def test_a_deep_link_works_on_a_server_that_just_started(chromium):
         assert page.locator("[data-testid='stSidebar'] input[aria-label='Model']").input_value() == "roses"
         assert page.locator("[data-testid='stSidebarNav']").count() == 1     # our navigation, not a fallback
         page.close()
+
+
+def test_the_architecture_panel_draws_its_knobs_when_opened_and_keeps_them_when_closed(tab, app_url):
+    open_view(tab, app_url, "training")
+    layers = tab.get_by_label("Layers", exact=True)
+    expect(layers).to_have_count(0)                                    # closed: the knobs are not on the page
+    tab.get_by_text("Architecture", exact=True).click()
+    expect(layers).to_have_value("2")                                  # the walkthrough preset: 2 layers
+    layers.fill("3")
+    layers.press("Enter")
+    tab.wait_for_selector("[data-test-script-state='notRunning']")
+    tab.get_by_text("Architecture", exact=True).click()                # closed again
+    expect(layers).to_have_count(0)
+    tab.get_by_text("Architecture", exact=True).click()
+    expect(layers).to_have_value("3")                                  # the student's value is still there
+    assert tab.locator("[data-testid='stException']").count() == 0
