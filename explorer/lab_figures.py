@@ -1,4 +1,6 @@
-"""Figures for the training lab: plain functions of a run's history (Plotly: cheap to redraw live)."""
+"""Figures for the training lab: plain functions of a run's history. The live views (loss, metrics, attention
+snapshot) are Vega-Lite charts with fixed specs, updated in place at every tick; the rest are Plotly figures,
+drawn through explorer.layout.chart (also redrawn in place)."""
 import itertools
 import math
 
@@ -45,9 +47,9 @@ def loss_figure(run, log_scale: bool = False, presenter: bool = False) -> go.Fig
 def loss_chart(run, log_scale: bool = False, presenter: bool = False) -> alt.LayerChart:
     """The live loss curve (training loss at every step, validation loss at each observation) as a Vega-Lite
     chart. Its spec stays the same from tick to tick and only its data grows, so Streamlit updates the chart in
-    place: measured on a throwaway app, Plotly built 2 charts per tick where this builds none (Plotly's chart id
-    hashes the whole figure). A diverged run is drawn by loss_figure, once, with its blow-up marked.
-    Revisit when Streamlit gives keyed Plotly charts a stable identity (streamlit/streamlit#16052)."""
+    place: measured on a throwaway app, st.plotly_chart built 2 charts per tick where this builds none (its chart
+    id hashes the whole figure; the step pages' keyed Plotly component avoids that too, and was built after this).
+    A diverged run is drawn by loss_figure, once, with its blow-up marked."""
     rows = [("train", s, loss) for s, loss in run.losses] + [("validation", e["step"], e["val_loss"]) for e in run.evals]
     data = pd.DataFrame(rows, columns=["series", "step", "loss"])
     colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=["train", "validation"], range=COLOURS[:2]),
