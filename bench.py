@@ -479,7 +479,7 @@ def _wait_redrawn(page, ending: str, quiet_ms: int = 700) -> float:
 
 
 # Every chart on the page has been drawn (plotly.js loads once per page, then each chart draws).
-_CHARTS_DRAWN = """() => { const plots = [...document.querySelectorAll('.explorer-plot')];
+_CHARTS_DRAWN = """() => { const plots = [...document.querySelectorAll('.js-plotly-plot')];
   return plots.length > 0 && plots.every(plot => plot.querySelector('.svg-container')); }"""
 
 # Counts the Plotly charts the page builds from scratch (each new chart adds an .svg-container).

@@ -17,6 +17,7 @@ plotly.js comes from the `plotly` package itself (the same version that wrote th
 `static/` and served by Streamlit's static file serving (`server.enableStaticServing` in the config);
 the browser loads it once per page load.
 """
+import contextlib
 import functools
 import logging
 import os
@@ -85,7 +86,8 @@ export default function ({ parentElement, data }) {
   plot.style.minHeight = (figure.layout.height || 450) + "px";       // keep the space while plotly.js loads
   loadPlotly().then(Plotly => Plotly.react(plot, figure.data, figure.layout, data.config)).then(() => {
     if (!plot.__watcher) {
-      plot.__watcher = new ResizeObserver(() => window.Plotly.Plots.resize(plot));
+      // a chart hidden at that moment cannot be measured: it is resized when shown again
+      plot.__watcher = new ResizeObserver(() => window.Plotly.Plots.resize(plot).catch(() => {}));
       plot.__watcher.observe(parentElement);
     }
   }).catch(() => {
@@ -109,9 +111,5 @@ def plotly_chart(fig, key: str, config: dict, where=st) -> None:
     if not provide_plotly_js():
         where.plotly_chart(fig, config=config, key=f"chart_{key}")
         return
-    data = {"figure": fig.to_json(), "config": config}
-    if where is st:
-        _component(data=data, key=f"chart_{key}")
-    else:
-        with where:
-            _component(data=data, key=f"chart_{key}")
+    with contextlib.nullcontext() if where is st else where:
+        _component(data={"figure": fig.to_json(), "config": config}, key=f"chart_{key}")
