@@ -5,10 +5,13 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 """
 import streamlit as st
 
-from .state import link_to, section_key
+from model.scope import scope_of
+
+from .scope import input_notices, source_check, words_markdown, words_title
+from .state import link_to, section_key, use_example
 from .plot import DIMS_SHOWN
 from .plotly_component import plotly_chart
-from .view import View, quote  # noqa: F401  (pages import quote from here)
+from .view import View, example_sentence, quote  # noqa: F401  (pages import quote from here)
 from .models import is_encoder_decoder
 from .steps import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
 
@@ -40,14 +43,31 @@ def page_header(slug: str, view: View) -> None:
     figure_format_picker()
     st.title(BY_SLUG[slug].title)
     notices = st.container()           # always there, even empty: a notice coming or going moves nothing below,
-    for notice in view.notices + (view.prepared.notices if view.prepared else []):   # so charts keep their place
+    for notice in view.notices + input_notices(view):                                # so charts keep their place
         notices.warning(notice, icon=":material/info:")
+    _offer_a_sentence(view, notices)
     if slug in WALK_THROUGH and is_encoder_decoder(view.bundle):
         st.info(f"**{view.name}** is an encoder-decoder (a source in, a target out), and this page shows a "
                 "decoder-only language model (tinytales, roses, GPT-2). The encoder, the decoder and the "
                 "cross-attention between them are on the encoder-decoder page.", icon=":material/translate:")
         st.page_link(ENCODER_DECODER.file, label=f"Open {ENCODER_DECODER.title}", icon=ENCODER_DECODER.icon)
         st.stop()
+
+
+def _offer_a_sentence(view: View, where) -> None:
+    """When the model cannot read the sentence (unknown words, or a source outside what an encoder-decoder learned),
+    open the list of words it knows and offer one sentence it can read, beside the notice."""
+    if view.prepared is not None and view.prepared.unknown and scope_of(view.bundle).words:
+        with where.expander(words_title(view), expanded=True, icon=":material/menu_book:"):
+            st.markdown(words_markdown(scope_of(view.bundle)))
+    check = source_check(view) if view.prepared is not None else None
+    cannot_read = view.prepared is None or view.prepared.unknown or (check is not None and check.problems)
+    example = example_sentence(view.name, view.bundle)
+    if cannot_read and example and example != view.text:
+        where.button(f"Use a sentence {view.name} knows: {quote(example[:40])}", on_click=use_example,
+                     args=(example,), key="use_example", icon=":material/lightbulb:",
+                     help="This model does not know every word of the sentence in the sidebar, or was not trained on "
+                          "sentences like it.")
 
 
 FIGURE_FORMATS = {"PNG": "png", "SVG": "svg"}

@@ -14,9 +14,11 @@ import torch
 from model import hub
 from model.checkpoint import BUNDLED
 from model.inputs import prepare_text
+from model.scope import strip_final_punctuation
 
 from . import cache
-from .models import PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, label, model_names  # noqa: F401
+from .models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, is_encoder_decoder,  # noqa: F401
+                     label, model_names)
 from .export import file_name as export_name
 from .export import trace_npz
 from .view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
@@ -46,7 +48,8 @@ def apply_view(model: str | None = None, text: str | None = None, layer: int | N
         state[section_key(slug)] = label
 
 
-def _use_example(text: str) -> None:
+def use_example(text: str) -> None:
+    """A widget's callback: make `text` the sentence (a sentence the model can read, offered by a page)."""
     st.session_state["text"] = text
 
 
@@ -130,14 +133,13 @@ def current_view() -> View:
             st.warning(why, icon=":material/cloud_off:")
         text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,
                              help="Type anything and press Enter. Every page shows this sentence.")
-        offer = st.empty()                          # a sentence the model knows, when it cannot read this one
         presenter = st.toggle("Presenter mode", key="presenter",
                               help="Larger text and figures for a projector; explanations start collapsed.")
     bundle = get_bundle(name)
     view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices)
     try:
-        view.prepared = prepare_text(bundle.tokenizer, text, min(bundle.model.cfg.max_len, READ_LIMIT),
-                                     context=bundle.model.cfg.max_len)
+        view.prepared = prepare_text(bundle.tokenizer, model_text(view, notices), min(bundle.model.cfg.max_len,
+                                     READ_LIMIT), context=bundle.model.cfg.max_len)
     except ValueError as problem:
         view.problem = str(problem)
     else:
@@ -155,11 +157,6 @@ def current_view() -> View:
             key="download_trace", icon=":material/download:", width="stretch",
             help="Every named tensor of this sentence's forward pass in one .npz file. In a notebook: "
                  "np.load(file)['blocks.0.attn.pattern'].")
-    example = example_sentence(name, bundle)
-    if (view.prepared is None or view.prepared.unknown) and example and example != text:
-        offer.button(f"Use a sentence {name} knows: {quote(example[:40])}", on_click=_use_example,
-                     args=(example,), key="use_example", icon=":material/lightbulb:", width="stretch",
-                     help="This model does not know every word of the sentence above; it reads those as <unk>.")
     cfg = bundle.model.cfg
     _clamp("layer", cfg.n_layers, 0, "layer", notices)
     _clamp("head", cfg.n_heads, 0, "head", notices)
@@ -172,6 +169,17 @@ def current_view() -> View:
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     st.query_params.from_dict(view_params())
     return view
+
+
+def model_text(view: View, notices: list[str]) -> str:
+    """The text the model reads: as typed, but an encoder-decoder's source loses a final full stop, question or
+    exclamation mark (its training sentences have none), said in a notice."""
+    if not is_encoder_decoder(view.bundle):
+        return view.text
+    text, mark = strip_final_punctuation(view.text)
+    if mark:
+        notices.append(f"The final {quote(mark)} was left out: {view.name} learned sentences without punctuation.")
+    return text
 
 
 def _make_pretrained_ready(name: str) -> None:

@@ -19,7 +19,8 @@ from model.transformer import Trace
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
 # A sentence each bundled model knows every word of, offered when the typed one has unknown words.
-EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue"}
+EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue",
+            "translate": "the small red cat sees the big dog", "sort": "7 3 9 1 5 2"}
 MAX_CHARS = 2000
 
 NOT_FINITE = ("This model's weights contain NaN or infinite values, so every number it computes would be "

@@ -15,7 +15,23 @@ class Prepared:
 
     @property
     def notices(self) -> list[str]:
-        """Plain sentences about what happened to the text, for the page to show."""
+        """Plain sentences about what happened to the text (its length, then its unknown tokens)."""
+        return self.length_notices + ([self.unknown_notice()] if self.unknown else [])
+
+    @property
+    def unknown_words(self) -> list[str]:
+        """The typed tokens read as <unk>, in order, each once."""
+        return list(dict.fromkeys(p.text for p in self.pieces if p.unknown))
+
+    def unknown_notice(self, named: str = "") -> str:
+        """How many tokens are <unk>; `named` (already made safe for Markdown by the caller) lists them."""
+        words = f"1 {self.unit} is" if self.unknown == 1 else f"{self.unknown} {self.unit}s are"
+        return (f"{words} not in the model's vocabulary{f' ({named})' if named else ''}; the model reads "
+                f"{'it' if self.unknown == 1 else 'each'} as <unk>.")
+
+    @property
+    def length_notices(self) -> list[str]:
+        """A sentence about the text being cut to the context, when it was."""
         notes = []
         if self.dropped and self.context:
             notes.append(f"The text was {self.dropped + len(self.ids)} tokens long. The model could read "
@@ -24,10 +40,6 @@ class Prepared:
         elif self.dropped:
             notes.append(f"The text was {self.dropped + len(self.ids)} tokens long, more than the model's context "
                          f"of {len(self.ids)}: only the last {len(self.ids)} tokens are used.")
-        if self.unknown:
-            words = f"1 {self.unit} is" if self.unknown == 1 else f"{self.unknown} {self.unit}s are"
-            notes.append(f"{words} not in the model's vocabulary; the model reads "
-                         f"{'it' if self.unknown == 1 else 'each'} as <unk>.")
         return notes
 
 

@@ -5,7 +5,9 @@ from explorer import seq2seq as S
 from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
                              sections, step_nav)
 from explorer.models import is_encoder_decoder
+from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
 from explorer.state import view
+from model.scope import scope_of
 
 v = view()
 page_header(S.SLUG, v)
@@ -13,9 +15,22 @@ if not is_encoder_decoder(v.bundle):
     st.info(S.NOT_HERE, icon=":material/translate:")
     st.stop()
 explanation(v, S.intro(v))
+check = source_check(v)
+with st.expander("What this model knows", icon=":material/menu_book:", expanded=bool(check and check.problems)):
+    st.markdown(training_line(v))
+    if S.task_of(v) == "translate":
+        st.markdown(grammar_line())
+        st.dataframe(lexicon_table("translate"), hide_index=True)
+    else:
+        st.markdown(digits_line(scope_of(v.bundle)))
 trace = require_trace(v, S.SLUG)
+written = S.decoded_text(v, trace)
 st.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
-            f"**Target** (what the decoder wrote, greedily): {S.quote(S.decoded_text(v, trace))}")
+            f"**Target** (what the decoder wrote, greedily): {S.quote(written)}")
+if check and check.problems:
+    st.warning(outside_text(check), icon=":material/explore_off:")
+if check and check.answer is not None:
+    st.markdown(answer_line(v, written, check))
 left, right, _ = st.columns([1, 1, 3])
 layer, head = layer_picker(v, left), head_picker(v, right)
 cross, encoder, decoder, steps, whatif = sections(S.SLUG, S.SECTIONS)
@@ -25,6 +40,7 @@ if cross.open:
         st.subheader("Cross-attention: the decoder reads the source")
         chart(S.figure("cross", v, layer, head), key="cross")
         st.caption(S.CROSS_TEXT)
+        st.markdown(S.alignment_story(v, trace))
         st.markdown(S.alignment_words(v, trace, layer, head))
         panel = math_panel(S.SLUG)
         if panel.open:
@@ -68,7 +84,9 @@ if whatif.open:
         st.subheader("What if?")
         options = S.experiments(layer, head)
         choice = st.radio("Change the model", list(options), key="s2s_whatif")
-        st.markdown(f"Without the change: {S.quote(S.decoded_text(v, trace))}  \n"
+        st.markdown(S.what_it_does(choice))
+        st.markdown(f"Without the change: {S.quote(written)}  \n"
                     f"With it: {S.quote(S.whatif_output(v, choice, layer, head))}")
+        st.markdown(S.whatif_change(v, choice, layer, head))
 
 step_nav(S.SLUG)

@@ -46,14 +46,14 @@ def test_every_tab_runs_on_real_numbers():
     assert np.allclose(np.triu(dec, 1), 0)                                        # the decoder's causal mask
     show_section(at, "encoder-decoder", "Decoding step by step")
     assert not at.exception
-    steps = at.dataframe[0].value
+    steps = at.dataframe[-2].value                          # after the "what this model knows" lexicon
     probs = trace["logits"][0].softmax(-1)
     assert list(steps["chooses"])[-1] == "<eos>"
     np.testing.assert_allclose(steps["probability"], [float(probs[t].max()) for t in range(len(steps))], rtol=1e-5)
     at.select_slider(key="s2s_beam").set_value(4).run()
     best = beam_search(bundle.model, ids, 4)
     assert f"total log-probability **{best.score:.4f}**" in page_text(at)
-    assert len(at.dataframe[1].value) == sum(len(s) for s in best.steps)
+    assert len(at.dataframe[-1].value) == sum(len(s) for s in best.steps)
     show_section(at, "encoder-decoder", "What if?")
     at.radio(key="s2s_whatif").set_value(at.radio(key="s2s_whatif").options[2]).run()
     edited = greedy(bundle.model, ids, edits={"decoder.blocks.0.cross_attn.z": torch.zeros_like})
