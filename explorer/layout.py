@@ -54,12 +54,19 @@ def page_header(slug: str, view: View) -> None:
         st.stop()
 
 
+def word_list(view: View, where=st, expanded: bool = False) -> None:
+    """Every word (or character) the model can read, in a panel; nothing for a model that reads any text."""
+    scope = scope_of(view.bundle)
+    if scope.words:
+        with where.expander(words_title(view), expanded=expanded, icon=":material/menu_book:"):
+            st.markdown(words_markdown(scope))
+
+
 def _offer_a_sentence(view: View, where) -> None:
     """When the model cannot read the sentence (unknown words, or a source outside what an encoder-decoder learned),
     open the list of words it knows and offer one sentence it can read, beside the notice."""
-    if view.prepared is not None and view.prepared.unknown and scope_of(view.bundle).words:
-        with where.expander(words_title(view), expanded=True, icon=":material/menu_book:"):
-            st.markdown(words_markdown(scope_of(view.bundle)))
+    if view.prepared is not None and view.prepared.unknown:
+        word_list(view, where, expanded=True)
     check = source_check(view) if view.prepared is not None else None
     cannot_read = view.prepared is None or view.prepared.unknown or (check is not None and check.problems)
     example = example_sentence(view.name, view.bundle)

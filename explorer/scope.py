@@ -94,8 +94,9 @@ def grammar_line() -> str:
               "it learned. The table lists every word.")
 
 
-def digits_line(scope: Scope) -> str:
+def digits_line(view: View) -> str:
     """What a digit task's model reads: single digits separated by spaces, in lists of the trained lengths."""
+    scope = scope_of(view.bundle)
     lengths = (f"lists of {scope.lengths[0]} to {scope.lengths[1]} digits" if scope.lengths
                else "lists whose lengths were not recorded")
     return (f"It reads the digits 0 to 9, one at a time and separated by spaces (“7 3 9”, not “739”), and it was "

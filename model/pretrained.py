@@ -119,6 +119,8 @@ def load_pretrained(directory: str | Path) -> Bundle:
     if tokenizer.vocab_size != cfg.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model expects {cfg.vocab_size}")
     facts = {"about": "GPT-2 small: OpenAI's 2019 language model, trained on WebText (8 million web pages).",
+             "training_data": "WebText: the text of about 8 million web pages (40 GB, mostly English) linked from "
+                              "Reddit, collected by OpenAI in 2019",
              "source": str(spec.get("_name_or_path") or "openai-community/gpt2"), "licence": "MIT",
              "parameters": sum(p.numel() for p in model.parameters())}
     return Bundle(model.eval(), tokenizer, facts)

@@ -7,7 +7,6 @@ from explorer.layout import (chart, explanation, head_picker, layer_picker, math
 from explorer.models import is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
 from explorer.state import view
-from model.scope import scope_of
 
 v = view()
 page_header(S.SLUG, v)
@@ -22,7 +21,7 @@ with st.expander("What this model knows", icon=":material/menu_book:", expanded=
         st.markdown(grammar_line())
         st.dataframe(lexicon_table("translate"), hide_index=True)
     else:
-        st.markdown(digits_line(scope_of(v.bundle)))
+        st.markdown(digits_line(v))
 trace = require_trace(v, S.SLUG)
 written = S.decoded_text(v, trace)
 st.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"

@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer.home import INTRO, pipeline
-from explorer.layout import explanation, page_header, require_trace, step_nav
+from explorer.layout import explanation, page_header, require_trace, step_nav, word_list
+from explorer.scope import training_line
 from explorer.state import label, view
 from explorer.steps import BY_SLUG, DISCOVER
 
@@ -14,6 +15,9 @@ require_trace(v, "home")
 
 st.subheader("Your sentence, step by step")
 st.caption(f"Model: {label(v.name)} · {v.bundle.model.cfg.n_layers} layers · d_model {v.bundle.model.cfg.d_model}")
+st.markdown(training_line(v))
+if not v.prepared.unknown:                     # with unknown words the list is open beside their notice
+    word_list(v)
 stages = pipeline(v)
 for i, stage in enumerate(stages):
     with st.container(border=True):
