@@ -4,15 +4,14 @@ The page's widgets use keys starting with "lab_"; the setup is read from them. R
 session only (st.session_state), at most MAX_RUNS of them.
 """
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import streamlit as st
 
 from model.checkpoint import from_bytes, to_bytes
 
 from .state import apply_view
-from .training import (MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, TrainConfig, new_run,
-                       preset_hint)
+from .training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, new_run, preset_hint
 
 TICK_EVERY = 0.6                 # seconds between live ticks of a short run (each computes about TICK_SECONDS)
 DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views, at the least
@@ -53,7 +52,8 @@ SHARING = ("**To share a trained model** with a class, download its file: a link
 
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation",
               "embed_scale")
-TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing")
+TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing",
+              "weight_decay")
 SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", "probe", *MODEL_KEYS, *TRAIN_KEYS)]
 
 
@@ -85,6 +85,8 @@ def apply_preset() -> None:
 
 
 def setup_from_widgets() -> LabSetup:
+    """The setup the knobs say. A training setting without a knob (SGD's momentum, the seed) is the chosen
+    preset's, so a preset read back from the knobs is that preset, whatever it sets."""
     state = st.session_state
     model = {key: state[f"lab_{key}"] for key in MODEL_KEYS}
     train = {key: state[f"lab_{key}"] for key in TRAIN_KEYS}
@@ -93,9 +95,9 @@ def setup_from_widgets() -> LabSetup:
             model[key] = int(model[key])
         if key in train:
             train[key] = int(train[key])
+    preset = PRESETS.get(state.get("lab_preset"), PRESETS[next(iter(PRESETS))])[1]
     return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], probe=state.get("lab_probe", ""),
-                    model=model,
-                    train=TrainConfig(**train))
+                    model=model, train=replace(preset.train, **train))
 
 
 def setup_hint() -> str:

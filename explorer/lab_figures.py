@@ -127,21 +127,60 @@ def same_task_runs(runs, active) -> list:
     return [run for run in runs if run.setup.task == active.setup.task]
 
 
-def compare_figure(runs, describe, settings, presenter: bool = False) -> go.Figure:
-    """Loss curves of runs of one task; the legend says what differs from the first, the hover every setting."""
-    fig = go.Figure(layout=dict(title="Compare runs: training loss", xaxis_title="step", yaxis_title="loss",
+COMPARE_WINDOW = 10          # the compare chart's points: the mean training loss over each 10 steps, for every run
+
+
+def loss_means(run, window: int = COMPARE_WINDOW) -> list[tuple[int, int, float]]:
+    """(first step, last step, mean training loss) over steps 1-10, 11-20, ... of a run (the last block may be
+    shorter). Computed from every step's loss, so it is the same however the run's ticks were cut."""
+    blocks: dict[int, list[tuple[int, float]]] = {}
+    for step, loss in run.losses:
+        blocks.setdefault((step - 1) // window, []).append((step, loss))
+    return [(rows[0][0], rows[-1][0], sum(loss for _, loss in rows) / len(rows)) for _, rows in sorted(blocks.items())]
+
+
+def compare_figure(runs, describe, settings, presenter: bool = False, window: int = COMPARE_WINDOW) -> go.Figure:
+    """Loss curves of runs of one task, each point the mean training loss over `window` steps for every run alike;
+    the legend says what differs from the first, the hover every setting."""
+    fig = go.Figure(layout=dict(title=f"Compare runs: training loss, mean of every {window} steps",
+                                xaxis_title="step", yaxis_title=f"training loss (mean over {window} steps)",
                                 yaxis_type="log", legend=dict(orientation="h", y=-0.3)))
-    first = runs[0]
+    first, shown = runs[0], []
     for run, colour in zip(runs, COLOURS):
         differs = "reference" if run is first else describe(run.setup, first.setup)
         if len(differs) > 40:
             differs = differs[:38].rsplit(",", 1)[0] + ", …"
         words = settings(run.setup)
         details = "<br>".join(safe(", ".join(words[i:i + 5])) for i in range(0, len(words), 5))
-        fig.add_scatter(x=[h["step"] for h in run.history], y=[h["loss"] for h in run.history],
+        means = loss_means(run, window)
+        shown += [mean for *_, mean in means]
+        fig.add_scatter(x=[last for _, last, _ in means], y=[mean for *_, mean in means],
+                        customdata=[[first_step] for first_step, _, _ in means],
                         name=safe(f"{run.label}: {differs}"), line_color=colour,
-                        hovertemplate="step %{x}: loss %{y:.4f}<br>" + details + "<extra>" + safe(run.label) + "</extra>")
-    fig.update_yaxes(**log_ticks([h["loss"] for run in runs for h in run.history]))
+                        hovertemplate="steps %{customdata[0]}-%{x}: mean loss %{y:.4f}<br>" + details
+                                      + "<extra>" + safe(run.label) + "</extra>")
+    fig.update_yaxes(**log_ticks(shown))
+    return style(fig, presenter, 340)
+
+
+def length_figure(results, trained: tuple[int, int], done: str = "sorted", presenter: bool = False) -> go.Figure:
+    """Exact match by list length (explorer.training.LengthResult): bars for the lengths the model trained on and
+    for those it never saw, the trained lengths shaded."""
+    lo, hi = trained
+    fig = go.Figure(layout=dict(title="Exact match by list length", xaxis_title="digits in the list",
+                                yaxis_title=f"lists {done} exactly right (%)"))
+    fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, fillcolor="#DDDDDD", opacity=0.5, line_width=0, layer="below",
+                  annotation_text=f"trained on {lo} to {hi} digits", annotation_position="top")
+    for name, inside, colour in (("lengths it trained on", True, COLOURS[3]), ("lengths it never saw", False, COLOURS[1])):
+        rows = [r for r in results if (lo <= r.length <= hi) == inside]
+        fig.add_bar(x=[r.length for r in rows], y=[100 * r.exact for r in rows], name=name, marker_color=colour,
+                    text=[r.percent for r in rows], textposition="outside", cliponaxis=False,
+                    customdata=[[r.right, r.lists] for r in rows],
+                    hovertemplate="%{x} digits: %{customdata[0]} of %{customdata[1]} new lists exactly right "
+                                  "(%{text})<extra></extra>")
+    fig.update_xaxes(dtick=1, range=[0.5, max((r.length for r in results), default=hi) + 0.5])
+    fig.update_yaxes(range=[0, 109])
+    fig.update_layout(legend=dict(orientation="h", y=-0.25), bargap=0.15)
     return style(fig, presenter, 340)
 
 

@@ -5,7 +5,9 @@ Nothing here touches the bundled models: every run builds its own model. A run i
 MAX_TRAINING runs compute at once across the whole server; the others wait for a free trainer.
 """
 import copy
+import itertools
 import math
+import random
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -42,6 +44,10 @@ TASK_ABOUT = {"roses": "the roses poem", "tinytales": "tiny tales (simple Englis
               "ed_translate": "translating simple English into French with an encoder-decoder"}
 ENCODER_DECODER_TASKS = {"ed_sort": "sort", "ed_reverse": "reverse", "ed_translate": "translate"}   # lab task -> model.tasks task
 LAB_PAIRS, LAB_HELD_OUT = 5_000, 200     # an encoder-decoder run's training pairs and held-out pairs
+DIGIT_LENGTHS = (3, 8)           # an encoder-decoder digit run trains on lists of 3 to 8 digits
+LENGTH_LISTS = 100               # lists per length when a finished digit run is tested on every length
+LENGTH_SEED = 31_337             # their seed: not the training or held-out pairs' seeds
+MAX_TESTED_LENGTH = 20           # the longest list tested (and at most what the model's positions can hold)
 PACE_WINDOW = 10                 # recent ticks the time estimate reads
 PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
 clock = time.monotonic           # wall clock of the time estimate (tests replace it)
@@ -97,6 +103,12 @@ PRESETS = {
         "The 2017 transformer sorts digits: an encoder reads the list, a decoder writes it sorted, with label "
         "smoothing and the warmup schedule; watch the cross-attention find the next smallest digit.",
         LabSetup(task="ed_sort", model=dict(SEQ2SEQ_PRESETS["sort"].model), train=SEQ2SEQ_PRESETS["sort"].train)),
+    "sort: does it generalise to longer lists?": (
+        f"Train the sorting encoder-decoder on lists of {DIGIT_LENGTHS[0]} to {DIGIT_LENGTHS[1]} digits, then test "
+        "it on every length from 1 to 14: when the run is done, a chart shows how often it sorts each length "
+        "exactly right. Did it learn to sort, or to sort the lists it saw?",
+        LabSetup(task="ed_sort", model={**SEQ2SEQ_PRESETS["sort"].model, "max_len": 16},    # 14 digits, <bos>, <eos>
+                 train=replace(SEQ2SEQ_PRESETS["sort"].train, steps=1000))),
     "translate (encoder-decoder)": (
         "English into French with the 2017 transformer: watch the cross-attention line up \"the red cat\" with "
         "\"le chat rouge\", word order flipped.",
@@ -152,6 +164,9 @@ class Run:
     ticks: list[tuple[float, int]] = field(default_factory=list)   # (wall clock, steps done) after recent ticks
     probe_target: list[int] = field(default_factory=list)    # an encoder-decoder's probe: its right target
     flow: dict[str, tuple[float, float]] = field(default_factory=dict)   # parameter -> mean, max |gradient|
+    training_data: str = ""                                   # what it learns from, in one sentence (its facts)
+    lengths: tuple[int, int] | None = None                    # a digit task's list lengths in training
+    by_length: list["LengthResult"] = field(default_factory=list)   # a finished digit run, tested on every length
 
     @property
     def encoder_decoder(self) -> bool:
@@ -160,6 +175,16 @@ class Run:
     @property
     def model(self) -> TransformerLM:
         return self.trainer.model
+
+    @property
+    def pair_task(self) -> str | None:
+        """An encoder-decoder run's task as model.tasks names it ("sort", "reverse", "translate"), else None."""
+        return ENCODER_DECODER_TASKS.get(self.setup.task)
+
+    @property
+    def tests_lengths(self) -> bool:
+        """Whether the finished run is tested on every list length (an encoder-decoder digit task)."""
+        return self.pair_task in ("sort", "reverse")
 
     @property
     def steps_done(self) -> int:
@@ -217,6 +242,8 @@ class Run:
             self.flow = self.trainer.gradient_flow()       # the last step's gradients, parameter by parameter
             if self.trainer.weights_finite():           # a diverged model's NaN would only fill the views with noise
                 self.observe()
+            if self.finished and self.publishable and self.tests_lengths and not self.by_length:
+                self.by_length = exact_match_by_length(self)
         finally:
             _TRAINER_SLOTS.release()
         self.ticks = (self.ticks + [(clock(), self.steps_done)])[-PACE_WINDOW:]
@@ -291,8 +318,13 @@ class Run:
             raise ValueError(f"{self.label} has no finite trained model to publish"
                              + (f": training diverged at step {self.divergence.step}." if self.divergence else "."))
         model = copy.deepcopy(self.model).eval()
-        facts = {"trained_in": "training lab", "task": self.setup.task, "steps": self.steps_done,
-                 "train": self.setup.train.to_dict(), "example": self.example,
+        # What it learned (model/scope.py reads training_data, task and lengths): an encoder-decoder's task as
+        # model.tasks names it, a language model's text as its corpus (as model/train.py writes them).
+        learned = {"task": self.pair_task} if self.encoder_decoder else {"corpus": self.setup.task}
+        if self.lengths:
+            learned["lengths"] = list(self.lengths)
+        facts = {"trained_in": "training lab", "training_data": self.training_data, **learned,
+                 "steps": self.steps_done, "train": self.setup.train.to_dict(), "example": self.example,
                  "val_loss": round(self.evals[-1]["val_loss"], 4) if self.evals else None}
         return Bundle(model, self.tokenizer, facts)
 
@@ -315,9 +347,33 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
     trainer = Trainer(TransformerLM(cfg), train_ids, val_ids, replace(setup.train, seed=seed))
     probe_text = setup.probe or PROBES.get(setup.task) or train_text[:200]
     probe_ids = tokenizer.encode(probe_text)[:context] or train_ids[:context]
-    run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids)
+    lengths = digit_lengths(train_text) if setup.task in ("digits", "reverse") else None
+    run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids,
+              training_data=text_training_data(setup.task, train_text, val_text), lengths=lengths)
     run.snapshot()
     return run
+
+
+def digit_lengths(text: str) -> tuple[int, int]:
+    """(shortest, longest) list in a digit corpus of examples "3 1 2 > 1 2 3 ."."""
+    sizes = [len(example.split(">")[0].split()) for example in text.split(".") if ">" in example]
+    return min(sizes), max(sizes)
+
+
+def text_training_data(task: str, train_text: str, val_text: str) -> str:
+    """What a language model of the lab learns from, in one sentence counted from its training text."""
+    if task == "roses":
+        return f"the roses poem (“{corpora.ROSES}”), {train_text.count(corpora.ROSES):,} copies"
+    if task == "tinytales":
+        return (f"{train_text.count(' .'):,} sentences of tiny tales: simple English stories made from a small "
+                "grammar (animals, places, names and a few verbs)")
+    if task in ("digits", "reverse"):
+        lo, hi = digit_lengths(train_text)
+        done, example = ("sorted", "3 1 2 > 1 2 3 .") if task == "digits" else ("reversed", "3 1 4 > 4 1 3 .")
+        return (f"{train_text.count('>'):,} lists of {lo} to {hi} digits, each followed by the same digits {done} "
+                f"(“{example}”)")
+    return (f"your own text ({len(train_text.split()):,} words, and {len(val_text.split()):,} more kept aside to "
+            "check it)")
 
 
 def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
@@ -325,8 +381,20 @@ def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
     task = ENCODER_DECODER_TASKS[setup.task]
     tokenizer = tasks.tokenizer_for(task)
     cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **setup.model)
-    train_pairs = tasks.pairs(task, LAB_PAIRS, seed)
-    held_out = tasks.held_out(task, LAB_HELD_OUT, train_pairs, seed + 1_000)
+    if task == "translate":
+        train_pairs = tasks.pairs(task, LAB_PAIRS, seed)
+        held_out = tasks.held_out(task, LAB_HELD_OUT, train_pairs, seed + 1_000)
+        lengths = None
+        data = (f"{len(train_pairs):,} English sentences made from a small grammar ({len(tasks.NOUNS)} nouns, "
+                f"{len(tasks.ADJECTIVES)} colours, {len(tasks.VERBS)} verbs) and their French translations")
+    else:
+        train_pairs = digit_pairs(task, LAB_PAIRS, seed, DIGIT_LENGTHS)
+        held_out = unseen_pairs(digit_pairs(task, 4 * LAB_HELD_OUT, seed + 1_000, DIGIT_LENGTHS), train_pairs,
+                                LAB_HELD_OUT)
+        sizes = [len(source.split()) for source, _ in train_pairs]
+        lengths = (min(sizes), max(sizes))
+        data = (f"{len(train_pairs):,} random lists of {lengths[0]} to {lengths[1]} digits and their "
+                f"{'sorted' if task == 'sort' else 'reversed'} versions")
     torch.manual_seed(seed)
     trainer = PairTrainer(EncoderDecoder(cfg), tasks.encode_pairs(tokenizer, train_pairs, cfg.max_len),
                           tasks.encode_pairs(tokenizer, held_out, cfg.max_len), replace(setup.train, seed=seed))
@@ -334,9 +402,139 @@ def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
     probe_ids = tokenizer.encode(probe)[:cfg.max_len]
     target = tokenizer.encode(tasks.answer(task, probe))[:cfg.max_len - 1]
     run = Run(label=label, setup=setup, tokenizer=tokenizer, trainer=trainer, probe_ids=probe_ids,
-              probe_target=target)
+              probe_target=target, training_data=data, lengths=lengths)
     run.snapshot()
     return run
+
+
+def digit_pairs(task: str, n: int, seed: int, lengths: tuple[int, int]) -> list[tuple[str, str]]:
+    """`n` (source, target) pairs of a digit task with lists of lengths[0] to lengths[1] digits (as tasks.pairs,
+    with the lengths said here rather than left to its default)."""
+    rng = random.Random(f"{task}-{seed}")
+    return [tasks.digit_pair(rng, task, lengths) for _ in range(n)]
+
+
+def unseen_pairs(candidates: list[tuple[str, str]], seen: list[tuple[str, str]], n: int) -> list[tuple[str, str]]:
+    """The first `n` candidates whose source is new: not in `seen`, nor earlier among the candidates."""
+    known, out = {source for source, _ in seen}, []
+    for source, target in candidates:
+        if source not in known and len(out) < n:
+            known.add(source)
+            out.append((source, target))
+    return out
+
+
+# --- does it generalise to other lengths? ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LengthResult:
+    """How many test lists of one length the model turned exactly into the right answer."""
+    length: int                  # digits in each list
+    right: int                   # lists it got exactly right (greedy decoding)
+    lists: int                   # lists tested
+
+    @property
+    def exact(self) -> float:
+        return self.right / self.lists
+
+    @property
+    def percent(self) -> str:
+        """As a whole percent, never 0% or 100% unless it is exactly that."""
+        return _percent(self.right, self.lists)
+
+
+def lengths_to_test(run: Run) -> range:
+    """Every list length the model can be asked about: its positions hold the list, and <bos> and <eos> more."""
+    return range(1, min(MAX_TESTED_LENGTH, run.model.cfg.max_len - 2) + 1)
+
+
+def training_sources(run: Run) -> set[str]:
+    """The source texts an encoder-decoder run trains on."""
+    pad = run.model.pad_id
+    return {run.tokenizer.decode([i for i in row.tolist() if i != pad]) for row in run.trainer.train_pairs[0]}
+
+
+def length_test_pairs(run: Run, length: int, seen: set[str] | None = None,
+                      n: int = LENGTH_LISTS) -> list[tuple[str, str]]:
+    """Up to `n` different lists of `length` digits that are not among the run's training lists (`seen`), with
+    their right answers; all of them when fewer exist (there are only 10 lists of one digit)."""
+    task, seen = run.pair_task, training_sources(run) if seen is None else seen
+    rng = random.Random(f"lengths-{task}-{length}-{LENGTH_SEED}")
+    if 10 ** length <= 100 * n:                               # few lists of this length: pick among all of them
+        every = [" ".join(digits) for digits in itertools.product(tasks.DIGITS, repeat=length)]
+        unseen = [source for source in every if source not in seen]
+        sources = rng.sample(unseen, min(n, len(unseen)))
+    else:
+        sources = []
+        while len(sources) < n:
+            source, _ = tasks.digit_pair(rng, task, (length, length))
+            if source not in seen and source not in sources:
+                sources.append(source)
+    return [(source, tasks.answer(task, source)) for source in sources]
+
+
+@torch.no_grad()
+def exact_match_by_length(run: Run) -> list[LengthResult]:
+    """Exact match of the run's model on new lists of every length it can read.
+
+    One teacher-forced pass per length: when every step's top prediction is the right token, greedy decoding
+    writes exactly the answer, and otherwise it does not (what model.seq2seq.exact_match counts, 100 times
+    faster: tests/test_lab_lengths.py checks the two agree)."""
+    model, results, seen = run.model, [], training_sources(run)
+    was_training = model.training
+    model.eval()
+    for length in lengths_to_test(run):
+        pairs = length_test_pairs(run, length, seen)
+        sources, targets = tasks.encode_pairs(run.tokenizer, pairs, model.cfg.max_len)    # (N, n), (N, n + 2)
+        guesses = model(sources, targets[:, :-1]).argmax(-1)                              # (N, n + 1)
+        right = int((guesses == targets[:, 1:]).all(-1).sum())
+        results.append(LengthResult(length, right, len(pairs)))
+    model.train(was_training)
+    return results
+
+
+def _percent(right: int, lists: int) -> str:
+    """A share as a whole percent that never claims 0% or 100% unless it is exactly that."""
+    if right == lists:
+        return "100%"
+    return f"{min(99, max(1, round(100 * right / lists))) if right else 0}%"
+
+
+def length_caption(run: Run) -> str:
+    """How the length test was made, in words counted from its results."""
+    most = max(r.lists for r in run.by_length)
+    fewer = [f"{r.lists} for {r.length} digit{'s' * (r.length > 1)}" for r in run.by_length if r.lists < most]
+    done = "sorted" if run.pair_task == "sort" else "reversed"
+    return (f"Each bar: {most} lists of that length the model never saw in training"
+            + (f" ({', '.join(fewer)}: all there are)" if fewer else "")
+            + f", decoded greedily; a list counts when every digit and the end come out {done} exactly right. "
+            "The model learned from the shaded lengths only: nothing in its training says what to do with other "
+            "lengths, and it answers anyway.")
+
+
+def length_sentence(results: list[LengthResult], trained: tuple[int, int]) -> str:
+    """What the length test found, in one sentence whose every number is counted from `results`:
+    "Trained on lists of 3 to 8 digits: 97% exact at those lengths; longer: 62% at 9, 0% from 10 to 14 digits; ..."."""
+    lo, hi = trained
+    inside = [r for r in results if lo <= r.length <= hi]
+    longer = [r for r in results if r.length > hi]
+    shorter = [r for r in results if r.length < lo]
+    parts = [f"Trained on lists of {lo} to {hi} digits: "
+             f"{_percent(sum(r.right for r in inside), sum(r.lists for r in inside))} exact at those lengths"]
+    if longer:
+        cut = len(longer)
+        while cut and longer[cut - 1].right == 0:          # a run of nothing right at the end, in one phrase
+            cut -= 1
+        words = [f"{r.percent} at {r.length}" for r in longer[:cut]]
+        zeros = longer[cut:]
+        if len(zeros) > 1:
+            words.append(f"0% from {zeros[0].length} to {zeros[-1].length} digits")
+        elif zeros:
+            words.append(f"0% at {zeros[0].length}")
+        parts.append("longer lists: " + ", ".join(words))
+    if shorter:
+        parts.append("shorter lists: " + ", ".join(f"{r.percent} at {r.length}" for r in shorter))
+    return "; ".join(parts) + "."
 
 
 # Learning rates above these are very high for the optimizer (the presets train at 0.003-0.01 with AdamW;

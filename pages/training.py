@@ -2,13 +2,13 @@
 import streamlit as st
 
 from explorer import lab
-from explorer.lab_figures import (compare_figure, flow_figure, loss_chart, loss_figure, metrics_chart,
-                                  same_task_runs, snapshot_caption, snapshot_chart)
+from explorer.lab_figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
+                                  metrics_chart, same_task_runs, snapshot_caption, snapshot_chart)
 from explorer.layout import chart, explanation, page_header
 from explorer.models import is_encoder_decoder
 from explorer.state import view
 from explorer.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
-                               divergence_explanation, preset_hint, setting_words)
+                               divergence_explanation, length_caption, length_sentence, setting_words)
 
 explored = lab.take_explore_request()
 if explored:                          # "Explore it in the walk-through" was pressed: go there with the new model
@@ -66,6 +66,9 @@ if optimizer is not None and optimizer.open:
         b.number_input("Step budget", *BOUNDS["steps"], key="lab_steps")
         c.number_input("Gradient clipping (0 = off)", 0.0, 100.0, key="lab_grad_clip")
         c.number_input("Label smoothing", 0.0, 0.9, key="lab_label_smoothing")
+        c.number_input("Weight decay", 0.0, 1.0, format="%.4f", key="lab_weight_decay",
+                       help="Shrinks every weight a little towards zero at each step. The encoder-decoder presets "
+                            "train without it (0).")
 
 hint.info(lab.setup_hint(), icon=":material/lightbulb:")
 
@@ -140,6 +143,14 @@ def live_details():
 live_progress()
 live_details()
 
+# a finished digit run of the encoder-decoder, tested on every list length it can read
+if run is not None and run.by_length:
+    st.subheader("Does it generalise to other lengths?")
+    chart(length_figure(run.by_length, run.lengths, "sorted" if run.pair_task == "sort" else "reversed",
+                        v.presenter), key="lab_lengths")
+    st.markdown(f"**{length_sentence(run.by_length, run.lengths)}**")
+    st.caption(length_caption(run))
+
 # 3) compare and keep
 runs = lab.runs()
 comparable = same_task_runs(runs, run) if run is not None else []
@@ -149,7 +160,9 @@ if len(comparable) > 1:
     hidden = len(runs) - len(comparable)
     st.caption(f"Runs on {TASK_ABOUT[run.setup.task]} only: losses of different tasks cannot be compared"
                + (f" ({hidden} run{'s' * (hidden > 1)} on other tasks not shown)." if hidden else ".")
-               + " Each label says what differs from the first run; hover a curve for all its settings.")
+               + f" Every curve is computed the same way: each point is a run's mean training loss over "
+                 f"{COMPARE_WINDOW} steps (1-{COMPARE_WINDOW}, {COMPARE_WINDOW + 1}-{2 * COMPARE_WINDOW}, ...). "
+                 "Each label says what differs from the first run; hover a curve for all its settings.")
 st.subheader("Explore, download or upload a model")
 left, right = st.columns(2)
 if run is not None and run.steps_done and run.publishable:

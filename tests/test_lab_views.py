@@ -5,7 +5,7 @@ import pytest
 
 from conftest import figure_titled, open_page, page_text
 from explorer import training
-from explorer.lab_figures import compare_figure, log_ticks, loss_figure, metrics_chart, metrics_data
+from explorer.lab_figures import COMPARE_WINDOW, compare_figure, log_ticks, loss_figure, metrics_chart, metrics_data
 from explorer.training import (LabSetup, PRESETS, TrainConfig, WALKTHROUGH, describe_difference, new_run,
                                setting_words)
 
@@ -118,6 +118,60 @@ def test_the_hint_describes_what_start_will_train_when_the_knobs_differ_from_the
     at.session_state["lab_pos"] = "learned"
     at.run()
     assert "learned positions" in at.info[0].value and at.info[0].value.startswith("Custom:")
+
+
+def test_every_preset_once_chosen_is_shown_as_that_preset_and_one_changed_knob_shows_the_change():
+    """The hint reads the setup back from the knobs (explorer.training.preset_hint); a setting a preset makes (the
+    encoder-decoders' weight decay 0) must come back from the knobs as the preset made it, panels closed or open."""
+    at = open_page("training")
+    for panels_open in (False, True):
+        at.session_state["lab_architecture"] = at.session_state["lab_optimizer_panel"] = panels_open
+        for name, (about, _) in PRESETS.items():
+            at.selectbox(key="lab_preset").set_value(name).run()
+            assert not at.exception
+            assert at.info[0].value == about, (name, at.info[0].value)      # the hint says so only when the
+            assert "Changed from the" not in page_text(at), name           # knobs give back the preset's setup
+    at.selectbox(key="lab_preset").set_value("sort (encoder-decoder)").run()
+    assert at.number_input(key="lab_weight_decay").value == 0.0            # the knob shows the preset's value
+    at.number_input(key="lab_weight_decay").set_value(0.05).run()
+    hint = at.info[0].value
+    assert hint.startswith("Custom:") and hint.endswith("Changed from the 'sort (encoder-decoder)' preset: decay 0.05.")
+    at.selectbox(key="lab_preset").set_value("diverging").run()            # choosing a preset again resets the knob
+    assert at.info[0].value == PRESETS["diverging"][0] and at.number_input(key="lab_weight_decay").value == 0.01
+
+
+def test_compared_runs_are_averaged_over_the_same_steps_however_their_ticks_were_cut():
+    """One run ticked 2 steps at a time, the same setup ticked 5 at a time: their history rows differ (one per
+    tick), but the compare chart draws both from every step's loss, averaged over the same steps."""
+    by_two, by_five = new_run(LabSetup(), "run 1"), new_run(LabSetup(), "run 2")
+    for _ in range(23):
+        by_two.tick(seconds=0, chunk=2)                          # 46 steps in 23 ticks
+    for _ in range(10):
+        by_five.tick(seconds=0, chunk=5)                         # 50 steps in 10 ticks
+    assert [h["step"] for h in by_two.history][:3] == [2, 4, 6] and [h["step"] for h in by_five.history][:3] == [5, 10, 15]
+    figure = compare_figure([by_two, by_five], describe_difference, setting_words)
+    assert figure.layout.title.text == f"Compare runs: training loss, mean of every {COMPARE_WINDOW} steps"
+    for run, curve in zip((by_two, by_five), figure.data):
+        losses = [loss for _, loss in run.losses]
+        blocks = [losses[i:i + COMPARE_WINDOW] for i in range(0, len(losses), COMPARE_WINDOW)]
+        assert list(curve.x) == [min(len(losses), i + COMPARE_WINDOW) for i in range(0, len(losses), COMPARE_WINDOW)]
+        assert list(curve.y) == pytest.approx([sum(b) / len(b) for b in blocks])
+    two, five = figure.data
+    assert list(two.x) == [10, 20, 30, 40, 46] and list(five.x) == [10, 20, 30, 40, 50]
+    assert list(two.y[:4]) == pytest.approx(list(five.y[:4]))   # the same training, the same curve
+    assert list(two.customdata[-1]) == [41] and "steps %{customdata[0]}-%{x}: mean loss" in two.hovertemplate
+
+
+def test_the_compare_chart_says_what_it_plots():
+    at = open_page("training")
+    for lr in (0.01, 0.02):
+        at.session_state["lab_lr"] = lr
+        at.run()
+        at.button(key="lab_start").click().run()
+    figure = figure_titled(at, "Compare runs")
+    assert figure["layout"]["title"]["text"] == "Compare runs: training loss, mean of every 10 steps"
+    assert figure["layout"]["yaxis"]["title"]["text"] == "training loss (mean over 10 steps)"
+    assert "each point is a run's mean training loss over 10 steps (1-10, 11-20, ...)" in page_text(at)
 
 
 def test_the_lab_says_how_to_share_a_trained_model():
