@@ -179,7 +179,7 @@ def length_figure(results, trained: tuple[int, int], done: str = "sorted", prese
                     hovertemplate="%{x} digits: %{customdata[0]} of %{customdata[1]} new lists exactly right "
                                   "(%{text})<extra></extra>")
     fig.update_xaxes(dtick=1, range=[0.5, max((r.length for r in results), default=hi) + 0.5])
-    fig.update_yaxes(range=[0, 109])
+    fig.update_yaxes(range=[0, 125], tickvals=[0, 20, 40, 60, 80, 100])   # room above the bars' labels for the shade's
     fig.update_layout(legend=dict(orientation="h", y=-0.25), bargap=0.15)
     return style(fig, presenter, 340)
 
