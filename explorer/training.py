@@ -106,7 +106,7 @@ PRESETS = {
         "smoothing and the warmup schedule; watch the cross-attention find the next smallest digit.",
         LabSetup(task="ed_sort", model=dict(SEQ2SEQ_PRESETS["sort"].model), train=SEQ2SEQ_PRESETS["sort"].train)),
     "sort: does it generalise to longer lists?": (
-        f"Train the sorting encoder-decoder on lists of {DIGIT_LENGTHS[0]} to {DIGIT_LENGTHS[1]} digits, then test "
+        f"Train the encoder-decoder to sort lists of {DIGIT_LENGTHS[0]} to {DIGIT_LENGTHS[1]} digits, then test "
         f"it on every length from 1 to {LONGEST_TESTED}: when the run is done, a chart shows how often it sorts each "
         "length exactly right. Did it learn to sort, or to sort the lists it saw?",
         LabSetup(task="ed_sort", model={**SEQ2SEQ_PRESETS["sort"].model, "max_len": LONGEST_TESTED + 2},   # <bos>, <eos>

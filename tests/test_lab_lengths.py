@@ -80,6 +80,7 @@ def test_the_experiment_trains_on_3_to_8_digits_and_shows_exact_match_by_length_
     # 1) tested on every length its positions hold: 14 digits, <bos> and <eos>
     results = run.by_length
     assert [r.length for r in results] == list(lengths_to_test(run)) == list(range(1, 15))
+    assert "lists of 3 to 8 digits" in PRESETS[EXPERIMENT][0] and "from 1 to 14" in PRESETS[EXPERIMENT][0]
     assert [r.lists for r in results] == [10] + [100] * 13                # only 10 lists of one digit exist
     print("exact match by length:", {r.length: r.percent for r in results})
     inside = [r for r in results if 3 <= r.length <= 8]
