@@ -4,7 +4,10 @@ Each test takes a claim the app shows a student (file and wording in the docstri
 number from the model or its trace, and checks that the text states it. Claims are checked on the bundled
 models and on lab-like models of other settings (tests/claims_support.py). Eleven claims found wrong in
 this audit (a "five vectors" count, "keeps its scale" in pre-norm, "four times as many" for roses, ...) were
-rewritten; their tests check the truth and fail on the old texts.
+rewritten; their tests check the truth and fail on the old texts. Every test first asserts that its claim is
+stated (a reworded or removed sentence fails), then checks it: none looks for a sentence and checks only if found.
+The claims of the step pages as a student sees them, on several models and sentences, are in
+tests/test_claims_pages.py.
 
 Claims already checked properly elsewhere are not repeated here: the √K factor of the scaling what-if
 (test_view.py), the four steps' numbers and the math of one weight (test_page_attention.py), the PCA of
@@ -31,7 +34,7 @@ from explorer import positions as P
 from explorer import residual as R
 from explorer import tokenization as tk
 from explorer.layout import quote
-from explorer.prediction import kept_summary, mass_kept, ranking, Settings
+from explorer.prediction import EXPLANATION, kept_summary, mass_kept, ranking, Settings
 from explorer.state import DEFAULT_SENTENCE
 from explorer.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
 from explorer import whatif as W
@@ -99,6 +102,9 @@ def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_te
 @pytest.mark.parametrize("name", SENTENCES)
 def test_heads_of_one_layer_have_different_patterns(name):
     """pages/attention.py: "Heads in the same layer ... ask different questions, so their patterns differ"."""
+    at = show_section(open_page("attention", model=name, text=SENTENCES[name]), "attention", "Every head")
+    assert "Heads in the same layer read the same tokens but ask different questions, so their patterns differ." \
+        in page_text(at)
     trace = bundled_view(name).trace
     for layer in range(bundled(name).model.cfg.n_layers):
         pattern = trace[f"blocks.{layer}.attn.pattern"][0]                          # (H, T, T)
@@ -144,13 +150,16 @@ def test_cosine_runs_from_minus_1_to_1_every_token_matches_itself_and_length_doe
     np.testing.assert_allclose(np.diag(sims), 1.0, atol=1e-12)
     assert sims.min() >= -1 - 1e-12 and sims.max() <= 1 + 1e-12
     W = em.embedding_matrix(v).double()
-    a, b = v.prepared.ids[0], v.prepared.ids[1]
-    if a != b:
-        want = float(W[a] @ W[b] / (W[a].norm() * W[b].norm()))
-        stated = float(re.search(r"cosine = .*?= \*\*(-?[\d.]+)\*\*", em.cosine_math(v, a, b)).group(1))
-        assert stated == pytest.approx(want, abs=5e-5)
-        scaled = em.cosine_matrix(v.trace["embed.tok"][0, :2]).numpy()[0, 1]     # the rows as the model uses them
-        assert scaled == pytest.approx(want, abs=1e-6)                          # float32 rows
+    ids = v.prepared.ids
+    i, j = next((i, j) for i in range(len(ids)) for j in range(i) if ids[i] != ids[j])   # two different tokens
+    a, b = ids[i], ids[j]
+    want = float(W[a] @ W[b] / (W[a].norm() * W[b].norm()))
+    stated = re.search(r"cosine = .*?= \*\*(-?[\d.]+)\*\*", em.cosine_math(v, a, b))
+    assert stated, "cosine_math no longer states the cosine"
+    assert float(stated.group(1)) == pytest.approx(want, abs=5e-5)
+    scaled = em.cosine_matrix(v.trace["embed.tok"][0, [i, j]]).numpy()[0, 1]    # the rows as the model uses them
+    assert scaled == pytest.approx(want, abs=1e-6)                              # float32 rows
+    assert ("the √D scale changes nothing here" in em.cosine_math(v, a, b)) == v.bundle.model.cfg.embed_scale
 
 
 @pytest.mark.parametrize("key", ["roses", *LAB])
@@ -193,6 +202,8 @@ def test_sinusoidal_seats_follow_the_formula_with_fast_waves_first_and_slow_wave
 def test_the_bundled_models_add_the_same_fixed_table_to_every_sentence():
     """_SINUSOIDAL "Nothing here is learned: the same table (one row per position ...) is added to every sentence"."""
     b = bundled("tinytales")
+    intro = " ".join(P.intro(b.model.cfg).split())
+    assert "Nothing here is learned: the same table (one row per position, up to the context of 32) is added to every sentence." in intro
     table = sinusoidal_table(b.model.cfg.max_len, b.model.cfg.d_model)
     for text in (DEFAULT_SENTENCE, "the dog chased the cat"):
         pos = b.model.run(b.tokenizer.encode(text))["embed.pos"][0]                  # (T, D)
@@ -220,22 +231,24 @@ def test_learned_positions_are_one_trained_row_per_seat():
     "char",
     "bpe",
 ])
-def test_without_positions_the_two_orders_enter_as_the_same_vectors_as_many_as_the_text_says(tokenizer):
-    """_NONE "its position vectors are all zeros ... enter as the same five vectors in a different order"."""
+def test_without_positions_the_two_orders_enter_as_the_same_vectors_one_per_token(tokenizer):
+    """_NONE "its position vectors are all zeros, so each token's input is its token embedding alone ... enter as
+    the same vectors (one per token) in a different order" (it once said "five vectors", wrong for char and BPE)."""
     b = lab_bundle(tokenizer=tokenizer, pos="none")
+    intro = " ".join(P.intro(b.model.cfg).split())
+    assert "its position vectors are all zeros, so each token's input is its token embedding alone" in intro
+    assert "enter as the same vectors (one per token) in a different order" in intro
     a, c = (b.model.run(b.tokenizer.encode(s)) for s in ("the dog chased the cat", "the cat chased the dog"))
     for trace in (a, c):
         assert not trace["embed.pos"].any() and torch.equal(trace["embed.out"], trace["embed.tok"])
+        assert trace["embed.out"].shape[1] == trace["tokens"].shape[1]         # one vector per token
     assert sorted(map(tuple, a["embed.out"][0].tolist())) == sorted(map(tuple, c["embed.out"][0].tolist()))
-    counts = {"five": 5, "four": 4, "six": 6}
-    stated = [counts.get(w) or int(w) for w in re.findall(r"(\w+) vectors", P.intro(b.model.cfg))
-              if w in counts or w.isdigit()]
-    assert all(n == a["tokens"].shape[1] for n in stated)                  # any count it states is the real one
 
 
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (8, 64), (128, 64), (24, 64)])
 def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
-    """SIMILARITY_TEXT "with sinusoidal waves the similarity depends only on the distance between two seats"."""
+    """SIMILARITY_TEXT "With sinusoidal waves the similarity depends only on the distance between two seats"."""
+    assert "the similarity depends only on the distance between two seats" in P.SIMILARITY_TEXT["sinusoidal"]
     sims = P.cosine_matrix(sinusoidal_table(L, D))
     for i in range(L):
         for j in range(L):
@@ -243,15 +256,21 @@ def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
 
 
 @pytest.mark.parametrize("D, L", [
-    (64, 32), (32, 16), (128, 64), (16, 64),
-    (8, 16),
+    (64, 32), (32, 16), (128, 64), (16, 64), (24, 64),
+    (8, 16), (8, 64),
 ])
-def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
-    """SIMILARITY_TEXT "Neighbouring seats look alike and far-apart seats less so" (the lab allows d_model 8..128
-    and contexts up to 64)."""
-    row = P.cosine_matrix(sinusoidal_table(L, D))[0]
-    says = "far-apart seats less so" in P.SIMILARITY_TEXT["sinusoidal"]
-    assert not says or all(row[1] > row[k] for k in range(2, L))
+def test_neighbouring_seats_look_alike_and_further_apart_the_similarity_mostly_falls(D, L):
+    """SIMILARITY_TEXT "Neighbouring seats look alike; further apart the similarity mostly falls, in ripples (with
+    very few dimensions a far seat can look alike again)" (the lab allows d_model 8..128 and contexts up to 64)."""
+    assert ("Neighbouring seats look alike; further apart the similarity mostly falls, in ripples (with very few "
+            "dimensions a far seat can look alike again)") in P.SIMILARITY_TEXT["sinusoidal"]
+    row = P.cosine_matrix(sinusoidal_table(L, D))[0]                            # seat 0 against every seat
+    assert row[1] > 0.8                                                          # neighbours alike
+    if D >= 16:
+        assert all(row[1] > row[k] for k in range(2, L))                         # none more alike than a neighbour
+        assert row[L // 2:].mean() < row[1:L // 2].mean()                        # further apart: less alike
+    else:                                                                        # "very few dimensions"
+        assert any(row[k] > row[1] for k in range(2, L))                         # a far seat alike again
 
 
 @pytest.mark.parametrize("b", [
@@ -259,7 +278,9 @@ def test_neighbouring_seats_look_more_alike_than_far_apart_seats(D, L):
     "the cat saw the dog",
 ])
 def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_difference(b):
-    """order_verdict "Yet the predictions still differ ... That is the causal mask at work"."""
+    """order_verdict "Yet the predictions still differ ... That is the causal mask at work" for the same words in
+    another order; "partly because of the causal mask ..., partly because the two sentences do not share every
+    word" for different words; "its prediction is identical" once the mask is lifted too."""
     bundle, a = bundled("tinytales"), "the dog chased the cat"
     model = bundle.model
 
@@ -270,9 +291,22 @@ def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_dif
 
     (ids_a, ta), (ids_b, tb) = traces(a), traces(b)
     comparison = P.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, ta, tb)
-    blames = "the causal mask at work" in P.order_verdict(comparison, True, a, b)
-    assert blames or not comparison.same_bag                                 # said where it is true
-    assert not blames or comparison.pred_diff[2] < P.SAME
+    verdict = P.order_verdict(comparison, True, a, b)
+    pairs = P.match_words(ids_a, ids_b)
+
+    def largest(condition: int) -> float:             # the largest change of a matched word's forecast
+        pa, pb = (t[condition]["logits"][0].double().softmax(-1) for t in (ta, tb))
+        return max(float((pa[i] - pb[j]).abs().max()) for i, j in pairs)
+
+    assert largest(1) > P.SAME                           # without positions the two orders still differ
+    assert "Yet the predictions still differ" in verdict
+    if sorted(ids_a) == sorted(ids_b):                   # the same words: lifting the mask removes the difference
+        assert largest(2) < P.SAME
+        assert "That is the causal mask at work" in verdict and "its prediction is identical" in verdict
+    else:
+        assert "do not use exactly the same words" in verdict
+        assert "partly because the two sentences do not share every word" in verdict
+        assert "That is the causal mask at work" not in verdict
 
 
 # --- 5. feed-forward (explorer/feedforward.py, pages/feedforward.py) -----------------------------
@@ -366,6 +400,8 @@ def test_switched_off_values_carry_no_signal_on_to_W_out(name):
         without = mlp.W_out(post.masked_fill(off, 0.0))
     carry_nothing = bool(torch.allclose(without, v.trace["blocks.0.mlp.out"][0], rtol=0, atol=1e-6))
     assert says == carry_nothing
+    faint = "They still pass a faint signal on to W_out; the rest carry the strong one." in page_text(at)
+    assert faint == (not carry_nothing)                  # GELU: one of the two sentences, whichever is true
 
 
 # --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
@@ -396,22 +432,37 @@ def test_norms_give_mean_0_and_variance_1_or_rms_1_before_their_learned_gain(key
 @pytest.mark.parametrize("name", SENTENCES)
 def test_the_stream_tends_to_grow_from_the_embedding_to_the_last_layer(name):
     """TEXT "Because every layer adds more, the numbers in the stream tend to grow"."""
+    assert "Because every layer adds more, the numbers in the stream tend to grow." in " ".join(R.TEXT.split())
     norms = R.stream_norms(bundled_view(name))                                      # (T, stages)
     assert norms[:, -1].mean() > 1.5 * norms[:, 0].mean()
     assert (norms[:, -1] > norms[:, 0]).mean() > 0.5
 
 
 @pytest.mark.parametrize("name", SENTENCES)
-def test_in_a_pre_norm_model_the_stream_keeps_growing(name):
-    """TEXT "In a pre-norm model ... each sublayer reads a normalized copy while the stream itself keeps growing"."""
-    assert bundled(name).model.cfg.norm_position == "pre"
-    sizes = R.stream_norms(bundled_view(name)).mean(0)                              # per stage
-    assert "keeps growing" not in R.TEXT or (np.diff(sizes) >= 0).all()
+def test_in_a_pre_norm_model_the_stream_is_never_normalized_and_tends_to_grow(name):
+    """TEXT "In a pre-norm model ... each sublayer reads a normalized copy while the stream itself is never
+    normalized and tends to grow"; ANALOGY_TEXT["pre"] "the stream itself is never normalized; each sublayer reads
+    a normalized copy"."""
+    assert ("each sublayer reads a normalized copy while the stream itself is never normalized and tends to grow"
+            in " ".join(R.TEXT.split()))
+    assert "the stream itself is never normalized; each sublayer reads a normalized copy" in R.ANALOGY_TEXT["pre"]
+    v = bundled_view(name)
+    model, trace = v.bundle.model, v.trace
+    assert model.cfg.norm_position == "pre"
+    for layer, block in enumerate(model.blocks):
+        b = f"blocks.{layer}"
+        torch.testing.assert_close(trace[f"{b}.resid_post"],                       # only ever added to
+                                   trace[f"{b}.resid_pre"] + trace[f"{b}.attn.out"] + trace[f"{b}.mlp.out"])
+        with torch.no_grad():
+            torch.testing.assert_close(trace[f"{b}.attn.in"], block.norm1(trace[f"{b}.resid_pre"]))   # a copy
+    sizes = R.stream_norms(v).mean(0)                                               # per stage
+    assert sizes[-1] > 1.5 * sizes[0] and np.corrcoef(np.arange(len(sizes)), sizes)[0, 1] > 0.5     # tends to grow
 
 
 @pytest.mark.parametrize("key", [k for k in LAB if LAB[k].get("norm_position") == "post"])
 def test_in_a_post_norm_model_the_stream_is_normalised_after_each_addition_so_it_never_grows_far(key):
     """ANALOGY_TEXT["post"] "after each addition the whole stream is normalized, so it never grows far"."""
+    assert "after each addition the whole stream is normalized, so it never grows far" in R.ANALOGY_TEXT["post"]
     v = lab_view(key)
     model = v.bundle.model
     for layer, block in enumerate(model.blocks):
@@ -429,6 +480,9 @@ def test_temperature_sharpens_below_1_flattens_above_and_0_takes_the_favourite()
     """EXPLANATION "cold (below 1) they almost always take the favourite, at 1 they follow the forecast as it is";
     slider help "Below 1 the favourite gets even more likely ... 0 always takes the favourite", "{V} (the whole
     vocabulary) cuts nothing", "1 cuts nothing"."""
+    text = " ".join(EXPLANATION.split())
+    assert ("cold (below 1) they almost always take the favourite, at 1 they follow the forecast as it is, hot "
+            "(above 1) they give the long shots a real chance") in text
     logits = bundled_view("tinytales").trace["logits"][0, 4]                       # (V,)
     favourite = [float(next_token_probs(logits, t).max()) for t in (0.25, 0.5, 1.0, 2.0, 3.0)]
     assert all(a > b for a, b in zip(favourite, favourite[1:]))
@@ -441,6 +495,7 @@ def test_temperature_sharpens_below_1_flattens_above_and_0_takes_the_favourite()
 def test_the_kept_chances_are_divided_by_their_total_so_they_add_up_to_100(settings):
     """EXPLANATION "The kept chances are then scaled up so they add up to 100% again"; kept_summary "each is
     divided by {mass} so that they add up to 100% again"."""
+    assert "The kept chances are then scaled up so they add up to 100% again." in " ".join(EXPLANATION.split())
     v = bundled_view("tinytales")
     table = ranking(v.trace["logits"][0, 4], v.bundle.tokenizer.vocab, settings)
     kept = table[table.kept]
@@ -478,17 +533,33 @@ def test_the_big_picture_states_this_sentences_real_shapes_for_every_kind_of_mod
 @pytest.mark.parametrize("key", [
     "tinytales",
     "bpe, layer, post-norm, gelu, no positions",
+    "char, rms, post-norm, relu, learned",
     "word, no norm, relu, sinusoidal, 3 heads, embed_scale",
+    "word, rms, pre-norm, gelu, 1 head",
 ])
 def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_does(key):
-    """pipeline, residual stage: "Every layer adds its work to the stream; {norm} norm ({position}-norm) keeps its
-    scale"."""
+    """pipeline, residual stage: "{norm} rescales the stream after each addition (post-norm), so it keeps its
+    scale", "{norm} rescales the copy each sublayer reads (pre-norm), so the stream itself can grow", "this model
+    has no normalization"."""
     v = view(key)
-    says = "keeps its scale" in {s.slug: s for s in H.pipeline(v)}["residual"].detail
-    cfg = v.bundle.model.cfg
-    after_each_layer = np.array([float(v.trace[f"blocks.{i}.resid_post"][0].norm(dim=-1).mean())
+    detail = {s.slug: s for s in H.pipeline(v)}["residual"].detail
+    cfg, trace, model = v.bundle.model.cfg, v.trace, v.bundle.model
+    after_each_layer = np.array([float(trace[f"blocks.{i}.resid_post"][0].norm(dim=-1).mean())
                                  for i in range(cfg.n_layers)])
-    assert not says or (cfg.norm != "none" and after_each_layer.max() <= 1.5 * after_each_layer.min())
+    added = [trace[f"blocks.{i}.resid_pre"] + trace[f"blocks.{i}.attn.out"] + trace[f"blocks.{i}.mlp.out"]
+             for i in range(cfg.n_layers)]
+    only_added = all(torch.allclose(trace[f"blocks.{i}.resid_post"], added[i], atol=1e-5) for i in range(cfg.n_layers))
+    name = {nn.LayerNorm: "LayerNorm", nn.RMSNorm: "RMSNorm"}.get(type(model.blocks[0].norm1))
+    if name is None:
+        assert detail == "Every layer adds its work to the stream; this model has no normalization."
+        assert only_added and torch.equal(trace["blocks.0.attn.in"], trace["blocks.0.resid_pre"])
+    elif only_added:                                     # pre-norm: the stream is never rescaled
+        assert detail == (f"Every layer adds its work to the stream; {name} rescales the copy each sublayer reads "
+                          "(pre-norm), so the stream itself can grow.")
+    else:                                                # post-norm: rescaled after each addition
+        assert detail == (f"Every layer adds its work to the stream; {name} rescales the stream after each addition "
+                          "(post-norm), so it keeps its scale.")
+        assert after_each_layer.max() <= 1.5 * after_each_layer.min()
 
 
 def test_the_big_picture_counts_the_tokens_of_a_text_longer_than_the_context():
@@ -568,8 +639,13 @@ def test_an_empty_vocabulary_search_mentions_unk_only_when_the_model_would_read_
     at = show_section(open_page("tokenization"), "tokenization", "The vocabulary")
     at.text_input(key="tokenization_search").set_value(query).run()
     [info] = [i.value for i in at.info if "No vocabulary entry contains" in i.value]
-    read_as_unk = any(p.unknown for p in bundled("tinytales").tokenizer.pieces(query))
-    assert ("<unk>" in info) == read_as_unk
+    pieces = bundled("tinytales").tokenizer.pieces(query)
+    unknown = [p.text for p in pieces if p.unknown]
+    if unknown:
+        assert f"To this model {', '.join(quote(u) for u in unknown)} would be `<unk>`." in info
+    else:                                                # every piece is a known token
+        assert "The model would read it as several tokens it knows." in info and "<unk>" not in info
+        assert len(pieces) > 1
 
 
 @pytest.mark.parametrize("kind, unit", [
@@ -587,38 +663,96 @@ def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
 # --- the training lab (explorer/training.py, explorer/lab.py, pages/training.py) ---------------
 
 
+# What each preset's description claims (kinds of claim, detected in its words below). A description that drops or
+# gains a claim fails here: say here what it now claims, so the claim is checked instead of skipped.
+PRESET_CLAIMS = {
+    "walkthrough": {"shape", "task"},
+    "tales": {"task"},
+    "sorting": {"with positions", "task"},
+    "reversing": {"learned positions", "task"},
+    "no positions": {"no positional encoding", "task"},
+    "post-norm": {"post-norm"},
+    "diverging": {"learning rate", "sgd", "no warmup", "no gradient clipping"},
+    "sort (encoder-decoder)": {"encoder-decoder", "label smoothing", "warmup schedule", "task"},
+    "sort: does it generalise to longer lists?": {"encoder-decoder", "trained lengths", "tested lengths", "task"},
+    "translate (encoder-decoder)": {"encoder-decoder", "task"},
+}
+PRESET_TASKS = {"roses poem": "roses", "tiny-tales": "tinytales", "digit sorting": "digits", "reversal": "reverse",
+                "reversing": "reverse", "sorts digits": "ed_sort", "to sort lists": "ed_sort",
+                "english into french": "ed_translate"}
+
+
+def preset_claims(about: str) -> dict[str, re.Match | bool]:
+    """The kinds of claim a preset's description makes, each with its match."""
+    words = about.lower()
+    found = {
+        "shape": re.search(r"(\d+) layers, (\d+) heads, d_model (\d+)", about),
+        "learned positions": "learned positions" in words,
+        "with positions": "with positions" in words,
+        "no positional encoding": "no positional encoding" in words,
+        "post-norm": "post-norm" in words,
+        "learning rate": re.search(r"learning rate (\d+\.?\d*)", about),
+        "sgd": "sgd" in words,
+        "no warmup": "no warmup" in words,
+        "no gradient clipping": "no gradient clipping" in words,
+        "label smoothing": "label smoothing" in words,
+        "warmup schedule": "the warmup schedule" in words,
+        "trained lengths": re.search(r"lists of (\d+) to (\d+) digits", about),
+        "tested lengths": re.search(r"every length from 1 to (\d+)", about),
+        "encoder-decoder": "encoder-decoder" in words or "2017 transformer" in words,
+        "task": any(key in words for key in PRESET_TASKS),
+    }
+    return {kind: match for kind, match in found.items() if match}
+
+
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_each_preset_is_what_its_description_says(name):
     """PRESETS: "2 layers, 2 heads, d_model 32", "with positions" / "with learned positions", "No positional
     encoding ... Compare with ...", "the same walkthrough model with the norm after each sum", "SGD at learning
-    rate 1.0, no warmup, no gradient clipping", and the task each one names."""
+    rate 1.0, no warmup, no gradient clipping", "with label smoothing and the warmup schedule", "lists of 3 to 8
+    digits, then test it on every length from 1 to 14", the task each one names, and which are encoder-decoders."""
+    from explorer.training import DIGIT_LENGTHS
     about, setup = PRESETS[name]
-    m, train, words = setup.model, setup.train, about.lower()
-    if shape := re.search(r"(\d+) layers, (\d+) heads, d_model (\d+)", about):
-        assert tuple(map(int, shape.groups())) == (m["n_layers"], m["n_heads"], m["d_model"])
-    if "learned positions" in words:
-        assert m["pos"] == "learned"
-    if "with positions" in words:
-        assert m["pos"] != "none"
-    if "no positional encoding" in words:
-        twins = [s for n, (_, s) in PRESETS.items() if n != name and s.task == setup.task and s.model["pos"] != "none"]
-        assert twins and any(t.model == {**m, "pos": t.model["pos"]} and t.train == train for t in twins)
-        assert m["pos"] == "none"
-    if "post-norm" in words:
-        assert m == {**WALKTHROUGH.model, "norm_position": "post"} and (setup.task, train) == (WALKTHROUGH.task,
-                                                                                             WALKTHROUGH.train)
-    if rate := re.search(r"learning rate (\d+\.?\d*)", about):
-        assert train.lr == float(rate.group(1))
-    if "sgd" in words:
-        assert train.optimizer == "sgd"
-    if "no warmup" in words:
-        assert train.warmup == 0
-    if "no gradient clipping" in words:
-        assert train.grad_clip == 0
-    tasks = {"roses poem": "roses", "tiny-tales": "tinytales", "sorting": "digits", "reversal": "reverse",
-             "reversing": "reverse"}
-    named = {task for key, task in tasks.items() if key in words and not words.startswith("no positional")}
-    assert named <= {setup.task}
+    m, train = setup.model, setup.train
+    claims = preset_claims(about)
+    assert set(claims) == PRESET_CLAIMS.get(name), (f"preset {name!r} now claims {sorted(claims)}: update "
+                                                    "PRESET_CLAIMS so each claim is checked")
+    for kind, match in claims.items():
+        if kind == "shape":
+            assert tuple(map(int, match.groups())) == (m["n_layers"], m["n_heads"], m["d_model"])
+        elif kind == "learned positions":
+            assert m["pos"] == "learned"
+        elif kind == "with positions":
+            assert m["pos"] != "none"
+        elif kind == "no positional encoding":
+            twins = [s for n, (_, s) in PRESETS.items() if n != name and s.task == setup.task and s.model["pos"] != "none"]
+            assert m["pos"] == "none" and any(t.model == {**m, "pos": t.model["pos"]} and t.train == train
+                                              for t in twins)
+            assert "compare with the 'reversing' preset" in about.lower() and PRESETS["reversing"][1] in twins
+        elif kind == "post-norm":
+            assert m == {**WALKTHROUGH.model, "norm_position": "post"}
+            assert (setup.task, train) == (WALKTHROUGH.task, WALKTHROUGH.train)
+        elif kind == "learning rate":
+            assert train.lr == float(match.group(1))
+        elif kind == "sgd":
+            assert train.optimizer == "sgd"
+        elif kind == "no warmup":
+            assert train.warmup == 0
+        elif kind == "no gradient clipping":
+            assert train.grad_clip == 0
+        elif kind == "label smoothing":
+            assert train.label_smoothing > 0
+        elif kind == "warmup schedule":
+            assert train.schedule == "noam" and train.warmup > 0
+        elif kind == "trained lengths":
+            assert tuple(map(int, match.groups())) == tuple(DIGIT_LENGTHS)
+        elif kind == "tested lengths":
+            assert m["max_len"] == int(match.group(1)) + 2                  # the longest list, <bos> and <eos>
+        elif kind == "encoder-decoder":
+            assert setup.task.startswith("ed_")
+        elif kind == "task":
+            named = {task for key, task in PRESET_TASKS.items() if key in about.lower()}
+            assert named == {setup.task}
 
 
 def test_your_own_text_is_split_90_10_into_training_and_validation():
@@ -630,6 +764,7 @@ def test_your_own_text_is_split_90_10_into_training_and_validation():
 def test_slow_motion_trains_two_steps_per_tick():
     """pages/training.py Slow motion: "Two steps per tick, to watch a quick model learn step by step"."""
     at = open_page("training")
+    assert "Two steps per tick" in at.toggle(key="lab_slow").help
     at.toggle(key="lab_slow").set_value(True).run()
     at.button(key="lab_step").click().run()
     assert at.session_state["lab_runs"][-1].steps_done == 2
