@@ -171,7 +171,8 @@ def length_figure(results, trained: tuple[int, int], done: str = "sorted", prese
                                 yaxis_title=f"lists {done} exactly right (%)"))
     fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, fillcolor="#DDDDDD", opacity=0.5, line_width=0, layer="below",
                   annotation_text=f"trained on {lo} to {hi} digits", annotation_position="top")
-    for name, inside, colour in (("lengths it trained on", True, COLOURS[3]), ("lengths it never saw", False, COLOURS[1])):
+    for name, inside, colour in (("lengths it trained on", True, COLOURS[3]),
+                                 ("lengths it never saw", False, COLOURS[1])):
         rows = [r for r in results if (lo <= r.length <= hi) == inside]
         fig.add_bar(x=[r.length for r in rows], y=[100 * r.exact for r in rows], name=name, marker_color=colour,
                     text=[r.percent for r in rows], textposition="outside", cliponaxis=False,

@@ -47,7 +47,7 @@ LAB_PAIRS, LAB_HELD_OUT = 5_000, 200     # an encoder-decoder run's training pai
 DIGIT_LENGTHS = (3, 8)           # an encoder-decoder digit run trains on lists of 3 to 8 digits
 LENGTH_LISTS = 100               # lists per length when a finished digit run is tested on every length
 LENGTH_SEED = 31_337             # their seed: not the training or held-out pairs' seeds
-MAX_TESTED_LENGTH = 20           # the longest list tested (and at most what the model's positions can hold)
+MAX_TESTED_LENGTH = 20           # the longest list ever tested (a wide context would otherwise give 60 bars)
 PACE_WINDOW = 10                 # recent ticks the time estimate reads
 PAUSE_GAP_S = 5.0                # a longer gap between two ticks was a pause, not the pace
 clock = time.monotonic           # wall clock of the time estimate (tests replace it)
@@ -81,7 +81,7 @@ MEDIUM = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, max_len=32, pos="sinu
               norm_position="pre", activation="relu")                 # the larger presets' shape
 MEDIUM_TRAIN = TrainConfig(steps=1500, batch_size=32, lr=3e-3, warmup=50)
 
-LONGEST_TESTED = 14             # the length experiment's longest list: its model has positions for it
+EXPERIMENT_LONGEST = 14          # the length experiment's longest test list: its model has positions for it
 
 PRESETS = {
     "walkthrough": ("The walkthrough's model: 2 layers, 2 heads, d_model 32, learns the roses poem in seconds.",
@@ -107,9 +107,10 @@ PRESETS = {
         LabSetup(task="ed_sort", model=dict(SEQ2SEQ_PRESETS["sort"].model), train=SEQ2SEQ_PRESETS["sort"].train)),
     "sort: does it generalise to longer lists?": (
         f"Train the encoder-decoder to sort lists of {DIGIT_LENGTHS[0]} to {DIGIT_LENGTHS[1]} digits, then test "
-        f"it on every length from 1 to {LONGEST_TESTED}: when the run is done, a chart shows how often it sorts each "
-        "length exactly right. Did it learn to sort, or to sort the lists it saw?",
-        LabSetup(task="ed_sort", model={**SEQ2SEQ_PRESETS["sort"].model, "max_len": LONGEST_TESTED + 2},   # <bos>, <eos>
+        f"it on every length from 1 to {EXPERIMENT_LONGEST}: when the run is done, a chart shows how often it sorts "
+        "each length exactly right. Did it learn to sort, or to sort the lists it saw?",
+        LabSetup(task="ed_sort", model={**SEQ2SEQ_PRESETS["sort"].model,
+                                        "max_len": EXPERIMENT_LONGEST + 2},          # the list, <bos> and <eos>
                  train=replace(SEQ2SEQ_PRESETS["sort"].train, steps=1000))),
     "translate (encoder-decoder)": (
         "English into French with the 2017 transformer: watch the cross-attention line up \"the red cat\" with "
@@ -480,8 +481,8 @@ def exact_match_by_length(run: Run) -> list[LengthResult]:
     """Exact match of the run's model on new lists of every length it can read.
 
     One teacher-forced pass per length: when every step's top prediction is the right token, greedy decoding
-    writes exactly the answer, and otherwise it does not (what model.seq2seq.exact_match counts, 100 times
-    faster: tests/test_lab_lengths.py checks the two agree)."""
+    writes exactly the answer, and otherwise it does not: what model.seq2seq.exact_match counts by decoding each
+    list, in one batch instead (tests/test_lab_lengths.py checks the two agree)."""
     model, results, seen = run.model, [], training_sources(run)
     was_training = model.training
     model.eval()
