@@ -217,20 +217,29 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
 
 
 SELECTED = "#EE7733"  # orange: the chosen head's panel, the chosen query's lines
-LEVELS = 20          # line opacity and width come in steps of 1/LEVELS of attention weight
+LEVELS = 100         # lines are grouped by weight in steps of 1/LEVELS (0.01, the smallest weight drawn)
+LINE_WIDTH = {True: 12.0, False: 5.0}        # pixels at weight 1: the chosen query's lines, the others'
+LINE_OPACITY = {True: 1.0, False: 0.45}      # opacity at weight 1
+
+
+def line_width(weight: float, chosen: bool) -> float:
+    """A line's width is proportional to its weight: 0 at weight 0, LINE_WIDTH at weight 1 (the largest a
+    weight can be), so a weight of 0.02 is a tenth as wide as 0.2."""
+    return LINE_WIDTH[chosen] * weight
 
 
 def line_opacity(weight: float, chosen: bool) -> float:
-    """The chosen query's lines are always clearly stronger (0.7 to 1) than any other line (0.05 to 0.45)."""
-    return 0.7 + 0.3 * weight if chosen else 0.05 + 0.4 * weight
+    """A line's opacity is proportional to its weight, as its width is: a weight near 0 is all but invisible."""
+    return LINE_OPACITY[chosen] * weight
 
 
 def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_weight: float = 0.01) -> go.Figure:
-    """Who looks at whom: queries on the left, keys on the right, one line per weight (thicker, darker = more).
+    """Who looks at whom: queries on the left, keys on the right, one line per weight, its width and opacity
+    proportional to the weight (`line_width`, `line_opacity`).
 
-    The selected query's lines are orange, the others faint blue; lines under `min_weight` are left out.
-    Lines are drawn as one trace per weight step (1/LEVELS), far faster than one shape per line; the hover
-    on each line gives its exact weight.
+    The selected query's lines are orange and drawn on top, the others blue, narrower and fainter (on their own
+    scale, also proportional); lines under `min_weight` are left out. Lines are drawn as one trace per weight
+    step (1/LEVELS), far faster than one shape per line; the hover on each line gives its exact weight.
     """
     pattern = trace["pattern", layer][0, head].double().numpy()   # (T, T)
     tokens = v.tokens
@@ -240,9 +249,10 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
     for i in range(T):
         for j in range(i + 1):
             w = float(pattern[i, j])
-            if w < min_weight:
+            level = round(w * LEVELS)                    # 0 below 0.005: a line that would not show
+            if w < min_weight or level == 0:
                 continue
-            xs, ys, hover = groups.setdefault((i == query, max(1, round(w * LEVELS))), ([], [], []))
+            xs, ys, hover = groups.setdefault((i == query, level), ([], [], []))
             xs += [0, 0.5, 1, None]
             ys += [i, (i + j) / 2, j, None]
             hover += [f"{names[i]} → {names[j]}: weight {w:.4f}"] * 3 + [None]
@@ -251,8 +261,7 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
         w = level / LEVELS
         data.append(go.Scatter(x=xs, y=ys, mode="lines", opacity=line_opacity(w, chosen), hovertext=hover,
                                hoverinfo="text", name=f"{'query' if chosen else 'other'} weight {w:.2f}",
-                               line=dict(color=SELECTED if chosen else "#4477AA",
-                                         width=(3 + 10 * w) if chosen else (1 + 4 * w))))
+                               line=dict(color=SELECTED if chosen else "#4477AA", width=line_width(w, chosen))))
     row = pattern[query]
     query_name = token_label(tokens[query])
     data.append(go.Scatter(x=[0] * T, y=list(range(T)), mode="markers+text", text=names, textposition="middle left",
@@ -406,8 +415,56 @@ def math_lines(v: View, trace: Trace, layer: int, head: int, query: int, key: in
 # --- what if ------------------------------------------------------------------------------------
 
 
-def experiments(layer: int, head: int) -> list[Experiment]:
-    return [W.knock_out_head(layer, head), W.REMOVE_SCALING, W.LIFT_MASK]
+# The what-if choices by key (the radio's values, which a discovery's "Show me" sets): the head chosen in the
+# pickers, the head whose knockout changes the query's forecast most (when another), and two changes to every head.
+WHATIF_KEYS = ("chosen", "most", "scaling", "mask")
+
+
+def searched_heads(cfg, layer: int) -> tuple[tuple[int, int], ...]:
+    """The heads whose knockout the what-if tries: all of them, or the chosen layer's when there are too many
+    to run one by one (GPT-2's 144: as the grid of every head, `grid_panels`)."""
+    return tuple(grid_panels(cfg, layer))
+
+
+def heads_family(cfg, layer: int) -> W.Family:
+    heads = searched_heads(cfg, layer)
+    members = (f"all {len(heads)} heads" if len(heads) == cfg.n_layers * cfg.n_heads
+               else f"the {len(heads)} heads of layer {layer}")
+    return W.Family("head", "knocking out", members, lambda e: e.label.removeprefix("Knock out "))
+
+
+def knockout_search(v: View, layer: int) -> W.Search:
+    """Every searched head knocked out in turn, with each forecast's change, once per (model, sentence)."""
+    return cache.figure(_knockout_search, v, searched_heads(v.bundle.model.cfg, layer))
+
+
+def _knockout_search(v: View, trace: Trace, heads: tuple[tuple[int, int], ...]) -> W.Search:
+    return W.search(v, trace, [W.knock_out_head(l, h) for l, h in heads])
+
+
+def experiments(layer: int, head: int, search: W.Search | None = None, query: int = -1) -> dict[str, Experiment]:
+    """The what-if choices: knock out the chosen head, or the one that changes the query's forecast most (when
+    `search` names another), remove the √K scaling, lift the mask."""
+    options = {"chosen": W.knock_out_head(layer, head)}
+    if search is not None and search.best(query)[0] != options["chosen"]:
+        options["most"] = search.best(query)[0]
+    return options | {"scaling": W.REMOVE_SCALING, "mask": W.LIFT_MASK}
+
+
+def experiment_label(key: str, options: dict[str, Experiment], search: W.Search, query: int) -> str:
+    """A choice's words; the head that changes this forecast most says so."""
+    label = options[key].label
+    if key in ("chosen", "most") and options[key] == search.best(query)[0]:
+        label += ", the head that matters most here"
+    return label
+
+
+def whatif_notes(v: View, search: W.Search, before: Trace, after: Trace, experiment: Experiment, query: int,
+                 layer: int) -> tuple[str, int | None]:
+    """What the search of every head found for this forecast, and a query token to look at instead when this
+    what-if changes it little (see whatif.search_notes)."""
+    return W.search_notes(v.tokens, search, heads_family(v.bundle.model.cfg, layer), experiment, query,
+                          W.changes(before, after))
 
 
 @dataclass
@@ -439,7 +496,7 @@ def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, p
         text += f"it is still {quote(c.after)}, now at **{c.p_after:.2f}**."
     else:
         text += f"it becomes {quote(c.after)} at **{c.p_after:.2f}**."
-    text += f" The largest change of any word's probability is **{c.largest:.2f}**."
+    text += " " + W.size_words(c.largest)
     if experiment.kind == "lift_mask":
         if position == T - 1:
             text += (" The last token already sees every token, so lifting the mask changes its prediction only "
@@ -447,8 +504,4 @@ def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, p
         else:
             text += (f" Now {where} can also see the {T - 1 - position} token(s) after it, including the very word "
                      "it is meant to predict: a peek the model never had in training.")
-    if c.largest < 0.005:
-        text += (" This part barely matters for this prediction: try another head, or another query token "
-                 "whose next word the model is less sure of.")
     return text
-

@@ -27,7 +27,6 @@ from model.transformer import block_name
 from . import attention as A
 from . import cache
 from . import positions as P
-from . import whatif as W
 from .plot import SEQUENTIAL, labels, safe, style
 from .state import apply_view, get_bundle
 from .steps import BY_SLUG
@@ -293,7 +292,7 @@ def knockout_card(bundle: Bundle, name: str) -> Discovery | None:
         f"With {head_name(layer, head)} switched off, which word will the model predict after “because”?",
         options, vocab[a], reveal,
         Target("attention", name, KNOCKOUT_SENTENCE, layer, head, last, A.SECTIONS[4],
-               state=(("attention_whatif", A.experiments(layer, head).index(W.knock_out_head(layer, head))),)),
+               state=(("attention_whatif", "chosen"),)),                  # the head chosen: this one
         dict(layer=layer, head=head, before=vocab[b], p_before=float(before[b]), after=vocab[a],
              p_after=float(after[a]), drop=float(drops[layer, head]), n=len(items), scores=drops,
              weight=float(looks[subject])))
@@ -461,7 +460,7 @@ def scaling_card(bundle: Bundle, name: str) -> Discovery | None:
         "scaling", "Why divide by √K?", story, "Without the division by √K, what happens to the attention?",
         SCALING_OPTIONS, answer, reveal,
         Target("attention", name, PRONOUN_SENTENCE, layer, head, token, A.SECTIONS[4],
-               state=(("attention_whatif", A.experiments(layer, head).index(W.REMOVE_SCALING)),)),
+               state=(("attention_whatif", "scaling"),)),
         dict(layer=layer, head=head, token=token, mean_before=mean_before, mean_after=mean_after,
              change=float(change[token])))
 
@@ -597,6 +596,7 @@ GO = "_discovery_go"           # the page to switch to on the next run, set by "
 
 def show_me(target: Target) -> None:
     """Set the view to `target` (a button's callback, before the sidebar is drawn); the page then switches."""
+    keep_way_back(target)
     apply_view(model=target.model, text=target.text, layer=target.layer, head=target.head, token=target.token,
                sections={target.slug: target.section} if target.section else None)
     for key, value in target.state:
@@ -609,10 +609,72 @@ def show_me(target: Target) -> None:
 
 
 def switch_if_asked() -> None:
-    """Open the page "Show me" asked for (st.switch_page cannot run inside a callback)."""
+    """Open the page "Show me" (or "Back to your sentence") asked for (st.switch_page cannot run in a callback)."""
     file = st.session_state.pop(GO, None)
     if file:
         st.switch_page(file)
+
+
+# --- the way back: "Show me" replaces the student's sentence, and one click brings it back ---------------------
+
+BACK = "_discovery_back"       # the student's own view before "Show me", and the view that "Show me" opened
+PAGE_VIEW = ("layer", "head", "token")
+
+
+def _reading() -> tuple:
+    """The model and sentence of the current view."""
+    return st.session_state.get("model"), st.session_state.get("text")
+
+
+def keep_way_back(target: Target) -> None:
+    """Before "Show me" changes the view: keep the student's own (model, sentence, page, open tabs and the
+    layer, head and token), unless the view is still one a discovery opened (then the student's is kept already)."""
+    state = st.session_state
+    jump = (target.model or _reading()[0], target.text if target.text is not None else _reading()[1])
+    saved = state.get(BACK)
+    if saved is None or _reading() != saved["jump"]:
+        if jump == _reading():
+            state.pop(BACK, None)                # nothing of the student's is replaced: no way back to offer
+            return
+        saved = {"reading": _reading(), "page": state.get("_page") or "home", "set": set(),
+                 "view": {key: state[key] for key in PAGE_VIEW if isinstance(state.get(key), int)},
+                 "state": {key: state[key] for key in state
+                           if str(key).startswith("section_") or key in dict(target.state)}}
+    state[BACK] = saved | {"jump": jump, "set": saved["set"] | set(dict(target.state))}
+
+
+def go_back() -> None:
+    """The "Back to your sentence" button's callback: restore the view kept by `keep_way_back` and its page."""
+    state = st.session_state
+    saved = state.pop(BACK, None)
+    if saved is None:
+        return
+    for key in [key for key in state if str(key).startswith("section_") or key in saved["set"]]:
+        del state[key]                            # what "Show me" set; the student's own values come back below
+    for key, value in saved["state"].items():
+        state[key] = value
+    model, text = saved["reading"]
+    apply_view(model=model, text=text, **saved["view"])
+    if saved["page"] != (state.get("_page") or "home"):
+        state[GO] = BY_SLUG[saved["page"]].file
+
+
+def way_back() -> None:
+    """Open a page a click asked for, then offer the way back to the student's own sentence in the sidebar, while
+    the view is still the one a discovery's "Show me" opened."""
+    switch_if_asked()
+    saved = st.session_state.get(BACK)
+    if saved is None:
+        return
+    if _reading() != saved["jump"]:                 # the student has moved on: another sentence or model
+        del st.session_state[BACK]
+        return
+    model, text = saved["reading"]
+    short = text if len(text) <= 40 else text[:40] + "…"
+    st.sidebar.button(f"Back to your sentence: {quote(short)}", key="discovery_back", on_click=go_back,
+                      icon=":material/undo:", width="stretch",
+                      help=f"Reopens the {BY_SLUG[saved['page']].title} page with model {quote(model)}, your sentence "
+                           "and your choices, as they were before “Show me”.")
 
 
 def guesses() -> dict:

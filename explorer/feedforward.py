@@ -11,9 +11,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from .plot import DIMS_SHOWN, as_numpy, heatmap, labels, style, token_label
-from .view import View, quote
+from plotly.colors import sample_colorscale
+
+from . import cache
 from . import whatif as W
+from .plot import DIMS_SHOWN, DIVERGING, as_numpy, heatmap, labels, style, token_label
+from .view import View, quote
 
 SLUG = "feedforward"
 ALL_NEURONS_UP_TO = 256         # a wider layer (GPT-2: 3,072) shows its strongest neurons, or a window at a time
@@ -147,6 +150,36 @@ def _relu_range(post: torch.Tensor, relu: bool) -> dict:
     return dict(zmin=0.0, zmax=max(float(post.max()), 1e-6)) if relu else {}
 
 
+def range_words(view: View, layer: int, neurons: tuple[int, int] | None = None) -> str:
+    """The real range of the activations heatmap, which its colour scale spans."""
+    post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
+    shown = post[:, shown_neurons(post, neurons)]
+    low, high = float(shown.min()), float(shown.max())
+    if view.bundle.model.cfg.activation == "relu":
+        return f"Here the values run from {low:.2f} to {high:.2f}; the colours run from 0 to {high:.2f}."
+    return (f"Here the values run from {low:.2f} to {high:.2f}, and so do the colours, with white at 0.").replace(
+        "-", "−")
+
+
+def signed_range(values) -> dict:
+    """A diverging colour scale over the real range of `values`, lowest to highest, with 0 white: the blue-white-
+    red scale, symmetric around 0, cut to that range. GELU never goes below about −0.17, so its heatmaps show a
+    short pale blue end instead of a blue half no value reaches."""
+    low, high = float(values.min()), float(values.max())
+    if high <= low:
+        high = low + 1e-6
+    reach = max(abs(low), abs(high))                       # the symmetric scale runs from -reach to +reach
+    stops = np.unique(np.append(np.linspace(0.0, 1.0, 21), (0.0 - low) / (high - low) if low < 0 < high else 0.0))
+    values_at = low + stops * (high - low)
+    colours = sample_colorscale(DIVERGING, list((values_at + reach) / (2 * reach)))
+    return dict(zmin=low, zmax=high, colorscale=[[float(s), c] for s, c in zip(stops, colours)])
+
+
+def post_range(post: torch.Tensor, relu: bool) -> dict:
+    """The colour range of a heatmap of activations after the bend: ReLU from 0, GELU over its real range."""
+    return _relu_range(post, True) if relu else signed_range(post)
+
+
 def shown_neurons(post: torch.Tensor, neurons: tuple[int, int] | None) -> list[int]:
     """The neurons (columns of post, (T, F)) a heatmap shows: `neurons` = (start, stop), or by default all
     of them up to ALL_NEURONS_UP_TO, else the DIMS_SHOWN that fire most strongly for some token (in order)."""
@@ -170,9 +203,13 @@ def activations_figure(view: View, layer: int, neurons: tuple[int, int] | None =
     if len(shown) < F:
         title += (f" (neurons {shown[0]}–{shown[-1]})" if neurons is not None
                   else f" (the {len(shown)} that fire most)")
+    scale = post_range(post[:, shown], relu)
     fig = heatmap(post[:, shown], labels(view.tokens), [str(j) for j in shown], title=title,
                   row_title="token", col_title="neuron", value_name="activation", signed=not relu,
-                  **_relu_range(post, relu), presenter=view.presenter, height=max(300, 24 * len(view.tokens) + 140))
+                  zmin=scale["zmin"], zmax=scale["zmax"], presenter=view.presenter,
+                  height=max(300, 24 * len(view.tokens) + 140))
+    if "colorscale" in scale:
+        fig.data[0].update(colorscale=scale["colorscale"])
     step = max(1, len(shown) // 16)
     fig.update_xaxes(tickvals=list(range(0, len(shown), step)), ticktext=[str(j) for j in shown[::step]])
     return fig
@@ -224,12 +261,15 @@ def top_neurons_everywhere_figure(view: View, layer: int, token: int, table: pd.
     post = view.trace[f"{_block(layer)}.post"][0]                         # (T, F)
     neurons = table["neuron"].tolist()
     relu = view.bundle.model.cfg.activation == "relu"
-    return heatmap(post[:, neurons].T, [f"n{j}" for j in neurons], labels(view.tokens),
-                   title=f"Where else these neurons fire (layer {layer})", row_title="neuron",
-                   col_title="token", value_name="activation", signed=not relu, text=len(view.tokens) <= 12,
-                   **_relu_range(post, relu),
-                   presenter=view.presenter, height=max(300, 30 * len(neurons) + 150)).update_traces(
-                       textfont=dict(size=18 if view.presenter else 11))
+    scale = post_range(post[:, neurons], relu)
+    fig = heatmap(post[:, neurons].T, [f"n{j}" for j in neurons], labels(view.tokens),
+                  title=f"Where else these neurons fire (layer {layer})", row_title="neuron",
+                  col_title="token", value_name="activation", signed=not relu, text=len(view.tokens) <= 12,
+                  zmin=scale["zmin"], zmax=scale["zmax"],
+                  presenter=view.presenter, height=max(300, 30 * len(neurons) + 150))
+    if "colorscale" in scale:
+        fig.data[0].update(colorscale=scale["colorscale"])
+    return fig.update_traces(textfont=dict(size=18 if view.presenter else 11))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -297,6 +337,39 @@ def experiment(layer: int) -> W.Experiment:
     return W.skip_mlp(layer)
 
 
+def skip_search(view: View) -> W.Search:
+    """Every layer's feed-forward skipped in turn, with each forecast's change, once per (model, sentence)."""
+    return cache.figure(_skip_search, view)
+
+
+def _skip_search(view: View, trace) -> W.Search:
+    return W.search(view, trace, [experiment(layer) for layer in range(view.bundle.model.cfg.n_layers)])
+
+
+def family(cfg) -> W.Family:
+    return W.Family("layer's feed-forward", "skipping", f"the {cfg.n_layers} layers' feed-forward networks",
+                    lambda e: e.description.removesuffix(" skipped").replace("feed-forward", "the feed-forward"))
+
+
+def choices(layer: int, search: W.Search, position: int) -> dict[str, int]:
+    """The what-if choices, as the layer whose feed-forward is skipped: the chosen layer, or the one whose
+    skipping changes the forecast after `position` most (when another)."""
+    best = search.experiments.index(search.best(position)[0])            # the search runs layer 0, 1, ...
+    return {"chosen": layer} if best == layer else {"chosen": layer, "most": best}
+
+
+def choice_label(key: str, options: dict[str, int], search: W.Search, position: int) -> str:
+    shown = experiment(options[key])
+    return shown.label + (", the one that matters most here" if shown == search.best(position)[0] else "")
+
+
+def whatif_notes(view: View, search: W.Search, before, after, shown: W.Experiment, position: int):
+    """What skipping each layer's feed-forward does to this forecast, and a token to look at instead when the
+    shown one changes it little (see whatif.search_notes)."""
+    return W.search_notes(view.tokens, search, family(view.bundle.model.cfg), shown, position,
+                          W.changes(before, after))
+
+
 def percents(a: float, b: float) -> tuple[str, str]:
     """Two probabilities as percentages with just enough decimals to tell them apart (up to 4)."""
     for decimals in range(1, 5):
@@ -307,20 +380,22 @@ def percents(a: float, b: float) -> tuple[str, str]:
 
 
 def change_in_words(view: View, before, after, layer: int, position: int = -1) -> str:
-    """How the top next-token guess at `position` changed when the FFN was skipped."""
+    """How the top next-token guess at `position` changed when the FFN was skipped, and the largest change of
+    any token's probability (said plainly when it is small)."""
     vocab = view.bundle.tokenizer.vocab
     p_before = torch.softmax(before["logits"][0, position], -1)
     p_after = torch.softmax(after["logits"][0, position], -1)
     b, a = int(p_before.argmax()), int(p_after.argmax())
+    size = W.size_words(float(W.changes(before, after)[position]))
     start = f"{experiment(layer).changed}, the top guess after {quote(view.tokens[position])}"
     if a == b:
         old, new = percents(float(p_before[b]), float(p_after[b]))
         if old == new:
-            return f"{start} stays {quote(vocab[b])} at {old}: this layer's FFN hardly matters for it."
-        return f"{start} stays {quote(vocab[b])}, but its probability goes from {old} to {new}."
+            return f"{start} stays {quote(vocab[b])} at {old}: this layer's FFN hardly matters for it. {size}"
+        return f"{start} stays {quote(vocab[b])}, but its probability goes from {old} to {new}. {size}"
     old, new = percents(float(p_before[b]), float(p_after[b]))
     return (f"{start} changes from {quote(vocab[b])} ({old}) to {quote(vocab[a])} ({float(p_after[a]):.1%}); "
-            f"{quote(vocab[b])} now gets {new}.")
+            f"{quote(vocab[b])} now gets {new}. {size}")
 
 
 # --------------------------------------------------------------------------------------------------

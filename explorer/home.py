@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .view import ACTIVATION_NAMES, View, quote
+from .view import ACTIVATION_NAMES, View, forecast_position, quote
 
 INTRO = """\
 A language model like this one does one thing: **given some text, it guesses the next token**.
@@ -45,7 +45,7 @@ def pipeline(view: View) -> list[Stage]:
     trace, cfg = view.trace, view.bundle.model.cfg
     T = trace["tokens"].shape[1]
     D, H, F, V, L = cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.n_layers
-    probs = torch.softmax(trace["logits"][0, -1], -1)
+    probs = torch.softmax(trace["logits"][0, forecast_position(T)], -1)    # the position every step page opens on
     best = int(probs.argmax())
     return [
         Stage("tokenization", "Tokens", f"{T} tokens",

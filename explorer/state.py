@@ -22,7 +22,7 @@ from .models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_b
 from .export import file_name as export_name
 from .export import trace_npz
 from .view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
-                   is_finite, model_key, most_uncertain, quote, trace_is_finite)
+                   forecast_position, is_finite, model_key, quote, trace_is_finite)
 
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
@@ -163,8 +163,8 @@ def current_view() -> View:
     n_tokens = len(view.prepared.ids) if view.prepared else 1
     reading = (name, tuple(view.prepared.ids) if view.prepared else ())
     if st.session_state.get("_reading") != reading and "_url_token" not in st.session_state:
-        # a new sentence or model: select the token whose forecast is least sure, where a change shows
-        st.session_state["token"] = most_uncertain(view.trace) if view.trace is not None else n_tokens - 1
+        # a new sentence or model: select the last token, whose forecast the home page describes
+        st.session_state["token"] = forecast_position(n_tokens)
     st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     st.query_params.from_dict(view_params())

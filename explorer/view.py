@@ -105,12 +105,7 @@ def trace_is_finite(trace: Trace) -> bool:
     return all(bool(torch.isfinite(value).all()) for value in trace.values())
 
 
-def most_uncertain(trace: Trace) -> int:
-    """The position whose next-token forecast is least sure (highest entropy), a default that shows something.
-
-    The first position is left out unless it is the only one: with no context, its forecast is always unsure.
-    """
-    logp = torch.log_softmax(trace["logits"][0].double(), -1)                      # (T, V)
-    entropy = -(logp.exp() * logp).nan_to_num().sum(-1)                           # (T,)
-    first = 1 if len(entropy) > 1 else 0
-    return first + int(entropy[first:].argmax())
+def forecast_position(n_tokens: int) -> int:
+    """The position every page opens on: the last, whose forecast is the model's guess of the word that comes
+    next (the home page describes it, and each step page starts from it)."""
+    return max(n_tokens - 1, 0)

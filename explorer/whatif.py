@@ -5,10 +5,16 @@ that carry it out (model/edits.py). Two experiments are equal when they change t
 experiment is also the cache key of its trace (explorer/cache.py).
 
     knock_out_head(layer, head)   skip_mlp(layer)   REMOVE_POSITIONS   REMOVE_SCALING   LIFT_MASK   BAG_OF_WORDS
+
+A page's first what-if is chosen so that it shows something: `search` runs a family of experiments (every
+head knocked out, every layer's feed-forward skipped) and measures how much each moves every forecast of the
+sentence, and the words below say plainly when even the best of them changes little (`size_words`,
+`search_notes`).
 """
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
@@ -18,7 +24,7 @@ from model.config import ModelConfig
 
 from . import cache
 from .plot import style, token_label
-from .view import View
+from .view import View, quote
 
 
 def _no_edits(cfg: ModelConfig) -> dict:
@@ -87,3 +93,116 @@ def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool =
     ], layout=dict(title="Next-token probabilities: before and after", barmode="group",
                    yaxis=dict(title="probability", range=[0, 1]), legend=dict(orientation="h", y=-0.25)))
     return style(fig, presenter, 380)
+
+
+# --- how much an experiment changes, and which one changes most ----------------------------------------------
+
+VISIBLE = 0.05      # a change of a probability a student can see on the bars' 0-to-1 scale: 5 points
+
+
+def changes(before, after) -> np.ndarray:
+    """The largest change of any token's probability in the forecast after each position: (T,)."""
+    p_before = torch.softmax(before["logits"][0].double(), -1)                   # (T, V)
+    p_after = torch.softmax(after["logits"][0].double(), -1)                     # (T, V)
+    return (p_after - p_before).abs().amax(-1).numpy()
+
+
+@dataclass(frozen=True)
+class Search:
+    """What each experiment of a family does to every forecast of one sentence: `changes[e, t]` is the largest
+    change of any token's probability after position t with experiment e applied."""
+    experiments: tuple[Experiment, ...]
+    changes: np.ndarray                 # (E, T)
+
+    def change(self, experiment: Experiment, position: int) -> float:
+        return float(self.changes[self.experiments.index(experiment), position])
+
+    def best(self, position: int) -> tuple[Experiment, float]:
+        """The experiment that changes the forecast after `position` most, and by how much."""
+        e = int(self.changes[:, position].argmax())
+        return self.experiments[e], float(self.changes[e, position])
+
+    def best_anywhere(self) -> tuple[Experiment, int, float]:
+        """The experiment and position of the largest change in the whole sentence."""
+        e, position = np.unravel_index(int(self.changes.argmax()), self.changes.shape)
+        return self.experiments[e], int(position), float(self.changes[e, position])
+
+
+def search(view: View, trace, experiments: list[Experiment]) -> Search:
+    """Run the view's sentence once per experiment, keeping only the logits, and compare every forecast with
+    `trace`'s (one run each: the numbers are those the experiment's own trace gives)."""
+    model = view.bundle.model
+    ids = list(view.ids)
+    rows = [changes(trace, model.run(ids, edits=e.edits(model.cfg), causal=e.causal, names=["logits"]))
+            for e in experiments]
+    return Search(tuple(experiments), np.stack(rows))
+
+
+def default_choice(search: Search, chosen: Experiment, position: int) -> str:
+    """The what-if a page opens on: the student's own ("chosen") when it changes the forecast after `position`
+    visibly, else the one of the family that changes it most ("most"), if that is another."""
+    if search.change(chosen, position) < VISIBLE and search.best(position)[0] != chosen:
+        return "most"
+    return "chosen"
+
+
+def at_most(largest: float) -> str:
+    """ "by more than **0.004**" for a change under VISIBLE, never a bare 0.00."""
+    return f"by more than **{largest:.3f}**" if largest >= 0.0005 else "by as much as **0.001**"
+
+
+LITTLE = "That changes little"       # the words that start `size_words` for a change under VISIBLE
+
+
+def size_words(largest: float) -> str:
+    """The largest change of any word's probability, in a sentence that says plainly when it is small."""
+    if largest >= VISIBLE:
+        return f"The largest change of any word's probability is **{largest:.2f}**."
+    return f"{LITTLE}: no word's probability moves {at_most(largest)}."
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a page's words name one experiment of its search family and the family itself."""
+    kind: str                            # "head"
+    verb: str                            # "knocking out"
+    members: str                         # "all 8 heads"
+    name: Callable[[Experiment], str]    # knock_out_head(1, 3) -> "head 3 of layer 1"
+
+
+def search_notes(tokens: list[str], search: Search, family: Family, shown: Experiment, position: int,
+                 shown_changes: np.ndarray) -> tuple[str, int | None]:
+    """What the search found, in words, for the what-if `shown` on the forecast after `position`, and the
+    position to look at instead when `shown` changes this forecast little (None: nowhere better).
+
+    `shown_changes` is `changes(before, after)` of `shown` (T,), for an experiment outside the family.
+    """
+    def after(p: int) -> str:
+        return f"the forecast after {quote(tokens[p])} (position {p})"
+    lines = []
+    if shown in search.experiments:
+        best, largest = search.best(position)
+        if largest < VISIBLE:
+            lines.append(f"No single {family.kind} decides {after(position)}: {family.verb} any one of "
+                         f"{family.members} moves no word's probability {at_most(largest)}.")
+        elif best != shown:          # a visible change here, with another member: the page offers it as a choice
+            return (f"Of {family.members}, {family.verb} {family.name(best)} changes this forecast most: by "
+                    f"**{largest:.2f}**."), None
+    if float(shown_changes[position]) >= VISIBLE:
+        return " ".join(lines), None
+    if shown in search.experiments:
+        best, where, largest = search.best_anywhere()
+        if largest >= VISIBLE:
+            lines.append(f"{family.verb.capitalize()} one {family.kind} matters more for other words of this "
+                         f"sentence: {family.verb} {family.name(best)} changes {after(where)} by **{largest:.2f}**.")
+            return " ".join(lines), where
+        lines.append(f"In this sentence, {family.verb} any one of {family.members} moves no forecast "
+                     f"{at_most(largest)}.")
+        return " ".join(lines), None
+    where = int(shown_changes.argmax())
+    largest = float(shown_changes[where])
+    if largest >= VISIBLE:
+        lines.append(f"{shown.changed}, the forecast that changes most is {after(where)}: by **{largest:.2f}**.")
+        return " ".join(lines), where
+    lines.append(f"{shown.changed}, no forecast of this sentence moves {at_most(largest)}.")
+    return " ".join(lines), None

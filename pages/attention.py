@@ -2,12 +2,22 @@
 import streamlit as st
 
 from explorer import attention as A
+from explorer import discoveries as D
 from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
                              require_trace, sections, step_nav, token_picker)
 from explorer.state import view
-from explorer.whatif import change_figure, experiment_trace, next_token_change
+from explorer import whatif as W
+
+
+def look_at(position: int) -> None:
+    """A button's callback: make `position` the selected token (the query token of every tab), and let the
+    what-if choose again for its forecast."""
+    st.session_state["token"] = position
+    st.session_state.pop("attention_whatif", None)
+
 
 v = view()
+D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
 cfg = v.bundle.model.cfg
 page_header("attention", v)
 explanation(v, A.INTRO)
@@ -49,7 +59,9 @@ if who.open:
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
         chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines")
-        lines.caption(f"Orange: the lines of {quote(v.tokens[query])}. A thicker, darker line carries more attention.")
+        lines.caption(f"Orange: the lines of {quote(v.tokens[query])}, drawn on top. A line's width and opacity are "
+                      "proportional to its weight: half the weight, half as wide and half as opaque; weights under "
+                      "0.01 are left out.")
         panel = math_panel("attention")
         if panel.open:
             with panel:
@@ -74,18 +86,28 @@ if every.open:
                   "head chosen above.")
 
 if whatif.open:
+    query = token_picker(v, third, label="Query token")
     with whatif:
         st.subheader("What if?")
-        options = A.experiments(layer, head)
-        choice = st.radio("Change the model", range(len(options)), key="attention_whatif", horizontal=True,
-                          format_func=lambda i: options[i].label)
+        search = A.knockout_search(v, layer)
+        options = A.experiments(layer, head, search, query)
+        if st.session_state.get("attention_whatif") not in options:     # opening the tab: a choice that shows
+            st.session_state["attention_whatif"] = W.default_choice(search, options["chosen"], query)
+        choice = st.radio("Change the model", list(options), key="attention_whatif", horizontal=True,
+                          format_func=lambda key: A.experiment_label(key, options, search, query))
         experiment = options[choice]
-        query = token_picker(v, third, label="Query token")
         st.caption(f"{A.whatif_text(experiment, cfg.d_head)} Below: the prediction for the word after the query token "
                    f"({query}: {quote(v.tokens[query])}).")
-        after = experiment_trace(v, experiment)
-        table = next_token_change(v, trace, after, position=query)
-        chart(change_figure(table, experiment, v.presenter), key="whatif")
+        after = W.experiment_trace(v, experiment)
+        table = W.next_token_change(v, trace, after, position=query)
+        chart(W.change_figure(table, experiment, v.presenter), key="whatif")
         st.markdown(A.change_words(v, trace, after, experiment, position=query))
+        notes, elsewhere = A.whatif_notes(v, search, trace, after, experiment, query, layer)
+        if notes:
+            st.markdown(notes)
+        if elsewhere is not None:
+            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="attention_whatif_look",
+                      on_click=look_at, args=(elsewhere,), icon=":material/arrow_forward:",
+                      help="Makes that token the query token; the what-if then shows its forecast.")
 
 step_nav("attention")

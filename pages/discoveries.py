@@ -5,7 +5,7 @@ from explorer import discoveries as D
 from explorer.layout import chart, explanation, page_header, step_nav
 from explorer.state import get_bundle, view
 
-D.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
+D.way_back()                        # "Show me" was pressed: open its page; or offer the way back to your sentence
 v = view()
 page_header("discoveries", v)
 explanation(v, D.INTRO, title="How these were found")

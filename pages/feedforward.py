@@ -1,15 +1,23 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
+from explorer import feedforward as ff
 from explorer.feedforward import (ALL_NEURONS_UP_TO, SECTIONS, SLUG, activation_name, heatmap_text, intro, activations_figure,
-                                  change_in_words, experiment, histogram_figure, neuron_math,
+                                  change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
 from explorer.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.plot import DIMS_SHOWN
 from explorer.state import view
-from explorer.whatif import change_figure, experiment_trace, next_token_change
+from explorer import whatif as W
+
+
+def look_at(position: int) -> None:
+    """A button's callback: make `position` the selected token, and let the what-if choose again for it."""
+    st.session_state["token"] = position
+    st.session_state.pop("ffn_whatif", None)
+
 
 v = view()
 page_header(SLUG, v)
@@ -38,7 +46,7 @@ if fire.open:
             neurons = dims_picker(v, cfg.d_ff, "ffn_neurons", what="neurons", where=fire)
     chart(activations_figure(v, layer, neurons), fire, key="activations")
     fire.caption(f"Each row is one token, each column one of the {cfg.d_ff:,} neurons. "
-                 + heatmap_text(cfg.activation) + " Hover for exact values.")
+                 + heatmap_text(cfg.activation) + " " + ff.range_words(v, layer, neurons) + " Hover for exact values.")
 
 if strongest.open:
     with strongest:
@@ -82,13 +90,28 @@ if off_section.open:
 
 if whatif.open:
     with whatif:
-        st.subheader("What if this layer had no feed-forward network?")
+        st.subheader("What if a layer had no feed-forward network?")
         token = token_picker(v, st.columns([1, 3])[0])
-        st.caption(f"The model runs again with layer {layer}'s FFN output set to zero; the bars compare its "
+        search = ff.skip_search(v)
+        options = ff.choices(layer, search, token)
+        if st.session_state.get("ffn_whatif") not in options:          # opening the tab: a choice that shows
+            st.session_state["ffn_whatif"] = W.default_choice(search, ff.experiment(layer), token)
+        choice = st.radio("Change the model", list(options), key="ffn_whatif", horizontal=True,
+                          format_func=lambda key: ff.choice_label(key, options, search, token))
+        skipped = options[choice]
+        experiment = ff.experiment(skipped)
+        st.caption(f"The model runs again with layer {skipped}'s FFN output set to zero; the bars compare its "
                    f"guesses for the token after {quote(v.tokens[token])}.")
-        after = experiment_trace(v, experiment(layer))
-        change = next_token_change(v, trace, after, position=token)
-        st.markdown(change_in_words(v, trace, after, layer, position=token))
-        chart(change_figure(change, experiment(layer), v.presenter), key="whatif")
+        after = W.experiment_trace(v, experiment)
+        change = W.next_token_change(v, trace, after, position=token)
+        st.markdown(change_in_words(v, trace, after, skipped, position=token))
+        chart(W.change_figure(change, experiment, v.presenter), key="whatif")
+        notes, elsewhere = ff.whatif_notes(v, search, trace, after, experiment, token)
+        if notes:
+            st.markdown(notes)
+        if elsewhere is not None:
+            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="ffn_whatif_look",
+                      on_click=look_at, args=(elsewhere,), icon=":material/arrow_forward:",
+                      help="Makes that token the selected one; the what-if then shows its forecast.")
 
 step_nav(SLUG)

@@ -6,13 +6,14 @@ import copy
 import pytest
 import torch
 
-from conftest import figure_titled, open_page, page_text, plotly_figures
+from conftest import figure_titled, open_page, page_text, plotly_figures, show_section
 from explorer import attention as A
 from explorer import discoveries as D
 from explorer import positions as P
 from explorer import whatif as W
 from explorer.steps import BY_SLUG, DISCOVER, neighbours
 from explorer.training import PRESETS, new_run
+from explorer.view import quote
 from model import edits
 from model.checkpoint import Bundle, load_bundled
 from model.corpora import ANIMALS, tiny_tales_probes
@@ -387,8 +388,9 @@ def test_show_me_on_the_knockout_card_opens_the_what_if_with_that_head_knocked_o
     at.button(key="discovery_show_knockout").click().run()
     assert not at.exception and at.session_state["_page"] == "attention"
     layer, head = card.facts["layer"], card.facts["head"]
-    assert at.radio(key="attention_whatif").value == 0
-    assert at.radio(key="attention_whatif").options[0] == f"Knock out head {head} of layer {layer}"
+    assert at.radio(key="attention_whatif").value == "chosen"
+    assert at.radio(key="attention_whatif").options[0].startswith(f"Knock out head {head} of layer {layer}")
+    assert f"With head {head} of layer {layer} knocked out, it becomes" in page_text(at)
     text = page_text(at)
     assert (f"top guess for the word after “because” is “{card.facts['before']}” at **{card.facts['p_before']:.2f}**"
             in text)
@@ -403,7 +405,10 @@ def test_show_me_on_the_scaling_card_opens_the_what_if_without_the_square_root(c
     assert not at.exception and at.session_state["_page"] == "attention"
     assert A.experiments(0, 0)[at.radio(key="attention_whatif").value] == W.REMOVE_SCALING
     assert at.session_state["token"] == card.target.token
-    assert f"largest change of any word's probability is **{card.facts['change']:.2f}**" in page_text(at)
+    change = card.facts["change"]
+    said = (f"largest change of any word's probability is **{change:.2f}**" if change >= W.VISIBLE else
+            f"That changes little: no word's probability moves by more than **{change:.3f}**")
+    assert said in page_text(at)
 
 
 def test_show_me_on_the_order_card_opens_the_positions_what_if_with_both_sentences(cards):
@@ -416,6 +421,55 @@ def test_show_me_on_the_order_card_opens_the_positions_what_if_with_both_sentenc
     a, b = P.DEFAULT_PAIR
     assert at.text_input(key="positions_sentence_a").value == a and at.text_input(key="positions_sentence_b").value == b
     assert f"differ, by up to **{card.facts['no_positions']:.4f}**" in page_text(at)
+
+
+def sidebar_view(at) -> tuple:
+    return (at.selectbox(key="model").value, at.text_input(key="text").value)
+
+
+@pytest.mark.parametrize("model, text", [("tinytales", "the dog ran to the old tree"), ("roses", "roses are red")])
+def test_after_show_me_one_click_brings_back_your_sentence_model_page_and_choices(cards, model, text):
+    at = open_page("attention", model=model, text=text, layer=1, head=1, token=2)
+    at = show_section(at, "attention", A.SECTIONS[3])                              # the student's own tab
+    assert sidebar_view(at) == (model, text)
+    at.switch_page("pages/discoveries.py").run()
+    assert not [b for b in at.button if b.key == "discovery_back"]                 # nothing to go back to yet
+    guess_and_reveal(at, "pronoun")
+    at.button(key="discovery_show_pronoun").click().run()
+    assert at.session_state["_page"] == "attention"
+    assert sidebar_view(at) == ("tinytales", D.PRONOUN_SENTENCE) != (model, text)  # the discovery's sentence
+    back = at.button(key="discovery_back")
+    assert back.label == f"Back to your sentence: “{text}”"
+    assert any(b.key == "discovery_back" for b in at.sidebar.button)
+    guess_and_reveal(at.switch_page("pages/discoveries.py").run(), "names")      # a second jump keeps yours
+    at.button(key="discovery_show_names").click().run()
+    assert sidebar_view(at) == ("tinytales", D.NAME_SENTENCE)
+    at.button(key="discovery_back").click().run()
+    assert not at.exception and at.session_state["_page"] == "discoveries"          # the page you were on
+    assert sidebar_view(at) == (model, text) and at.session_state["view"].text == text
+    assert not [b for b in at.button if b.key == "discovery_back"]                 # back home: no more way back
+    at.switch_page("pages/attention.py").run()
+    state = at.session_state
+    assert (state["layer"], state["head"], state["token"], state["section_attention"]) == (1, 1, 2, A.SECTIONS[3])
+
+
+def test_the_way_back_is_dropped_once_you_type_a_sentence_of_your_own():
+    at = open_page("discoveries", text="the dog ran to the old tree")
+    guess_and_reveal(at, "pronoun")
+    at.button(key="discovery_show_pronoun").click().run()
+    assert at.button(key="discovery_back")
+    at.text_input(key="text").set_value("the cat sat on the mat").run()
+    assert not [b for b in at.button if b.key == "discovery_back"] and D.BACK not in at.session_state
+
+
+def test_a_sentence_with_markdown_is_shown_as_text_on_the_way_back():
+    text = "**bold** [link](http://x) <b>"
+    at = open_page("discoveries", text=text)
+    guess_and_reveal(at, "pronoun")
+    at.button(key="discovery_show_pronoun").click().run()
+    assert at.button(key="discovery_back").label == f"Back to your sentence: {quote(text)}"
+    at.button(key="discovery_back").click().run()
+    assert at.text_input(key="text").value == text
 
 
 def test_show_me_on_the_learning_rate_card_opens_the_lab_with_the_diverging_preset():

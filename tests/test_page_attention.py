@@ -1,5 +1,6 @@
 """Step 4, attention: what a student sees when every token asks a question and earlier tokens answer."""
 import math
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -116,8 +117,8 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
             assert j <= i                                                    # never into the future
             w = float(pattern[i, j])
             assert w >= 0.01
-            level = max(1, round(w * A.LEVELS)) / A.LEVELS                   # darker = more, in steps of 0.05
-            assert t["opacity"] == A.line_opacity(level, i == 7)
+            level = round(w * A.LEVELS) / A.LEVELS                           # in steps of 0.01
+            assert t["opacity"] == A.line_opacity(level, i == 7) and t["line"]["width"] == A.line_width(level, i == 7)
             assert f"weight {w:.4f}" in t["hovertext"][n]                    # the exact weight on hover
             assert (t["line"]["color"] == "#EE7733") == (i == 7)             # the query's lines in orange
             segments += 1
@@ -139,13 +140,40 @@ def test_masked_cells_of_the_pattern_show_no_number_and_say_masked_on_hover():
     assert big["layout"]["plot_bgcolor"] == "#CCCCCC"                      # blank cells show grey
 
 
-def test_the_chosen_querys_lines_are_clearly_stronger_than_every_other_line():
+def line_weights(figure) -> list[tuple[dict, list[float]]]:
+    """Each line trace of the "Who looks at whom" figure with the exact weights of its lines (from the hover)."""
+    return [(t, [float(h.rsplit("weight ", 1)[1]) for h in t["hovertext"][::4]]) for t in figure["data"][:-2]]
+
+
+@pytest.mark.parametrize("layer, head, query", [(0, 1, 6), (1, 2, 9), (0, 0, 3)])
+def test_line_width_and_opacity_are_proportional_to_the_weight(layer, head, query):
+    at = show(open_page("attention", layer=layer, head=head, token=query), "Who looks at whom")
+    pattern = default_trace()["pattern", layer][0, head].double().numpy()
+    lines = line_weights(figure_titled(at, "Who looks at whom"))
+    drawn = sorted(w for _, weights in lines for w in weights)
+    assert drawn == pytest.approx(sorted(float(w) for w in np.tril(pattern)[np.tril(pattern) >= 0.01]), abs=1e-4)
+    for chosen in (True, False):
+        group = [(t, w) for t, weights in lines for w in weights if (t["line"]["color"] == A.SELECTED) == chosen]
+        assert group
+        # the same ratio for every line (up to half the 0.01 step lines are grouped by, and the hover's rounding)
+        for t, w in group:
+            assert t["line"]["width"] == pytest.approx(A.LINE_WIDTH[chosen] * w, abs=A.LINE_WIDTH[chosen] * 0.0051)
+            assert t["opacity"] == pytest.approx(A.LINE_OPACITY[chosen] * w, abs=A.LINE_OPACITY[chosen] * 0.0051)
+            assert t["opacity"] <= 1
+        small, large = min(group, key=lambda g: g[1]), max(group, key=lambda g: g[1])
+        if large[1] >= 5 * small[1]:            # a weight 5 times another is drawn at least 3 times as wide
+            assert large[0]["line"]["width"] >= 3 * small[0]["line"]["width"]
+    text = page_text(at)
+    assert "width and opacity are proportional to its weight" in text
+
+
+def test_the_chosen_querys_lines_are_orange_drawn_on_top_and_bolder_for_the_same_weight():
     at = show(open_page("attention", layer=0, head=1, token=6), "Who looks at whom")
     lines = figure_titled(at, "Who looks at whom")["data"][:-2]
-    chosen = [t["opacity"] for t in lines if t["line"]["color"] == "#EE7733"]
-    others = [t["opacity"] for t in lines if t["line"]["color"] != "#EE7733"]
-    assert chosen and others and min(chosen) >= max(others) + 0.2
-    assert lines[-1]["line"]["color"] == "#EE7733"                           # drawn on top
+    assert {t["line"]["color"] for t in lines} == {A.SELECTED, "#4477AA"}
+    assert lines[-1]["line"]["color"] == A.SELECTED                          # drawn on top
+    for w in (0.05, 0.5, 1.0):
+        assert A.line_width(w, True) > A.line_width(w, False) and A.line_opacity(w, True) > A.line_opacity(w, False)
 
 
 def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_head():
@@ -195,7 +223,8 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
     model, tr = tinytales().model, default_trace()
     ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
     vocab = tinytales().tokenizer.vocab
-    for choice, experiment in enumerate([W.knock_out_head(1, 2), W.REMOVE_SCALING, W.LIFT_MASK]):
+    for choice, experiment in [("chosen", W.knock_out_head(1, 2)), ("scaling", W.REMOVE_SCALING),
+                               ("mask", W.LIFT_MASK)]:
         at.radio(key="attention_whatif").set_value(choice).run()
         assert not at.exception
         changes, causal = experiment.edits(model.cfg), experiment.causal
@@ -213,7 +242,7 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
             else f"it becomes “{best}” at **{float(after.max()):.2f}**"
         assert said in text
     assert "including the very word it is meant to predict" in page_text(at)
-    assert "Lift the causal mask" in at.radio(key="attention_whatif").options[2]
+    assert "Lift the causal mask" == at.radio(key="attention_whatif").options[-1]
 
 
 def test_changing_layer_and_head_redraws_from_the_trace():
@@ -225,7 +254,7 @@ def test_changing_layer_and_head_redraws_from_the_trace():
     np.testing.assert_allclose(masked_as_zero,
                                default_trace()["blocks.1.attn.pattern"][0, 3].numpy(), rtol=1e-6)
     show(at, "What if?")
-    assert at.radio(key="attention_whatif").options[0] == "Knock out head 3 of layer 1"
+    assert at.radio(key="attention_whatif").options[0].startswith("Knock out head 3 of layer 1")
 
 
 def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
@@ -316,3 +345,76 @@ def test_a_new_sentence_builds_only_the_open_sections_head_figure(monkeypatch):
     assert built == ["qkv", "qkv"]
     show(at, "The four steps")
     assert built == ["qkv", "qkv", "steps"] and len(plotly_figures(at)) == 4
+
+
+# --- the first what-if a student sees -------------------------------------------------------------
+
+
+WHATIF_SENTENCES = [("tinytales", DEFAULT_SENTENCE), ("tinytales", "the dog chased the cat because it was hungry"),
+                    ("tinytales", "the cats sat on the mats because they"),
+                    ("roses", "roses are red violets are blue"), ("roses", "roses are red violets are blue sugar is sweet"),
+                    ("roses", "sugar is sweet and so are you")]
+
+
+def unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def stated_size(text: str) -> str:
+    """The largest change as the page states it: '0.39', or the small change's sentence."""
+    said = re.search(r"The largest change of any word's probability is \*\*([\d.]+)\*\*\.|"
+                     r"(That changes little: no word's probability moves by (?:more than|as much as) \*\*[\d.]+\*\*\.)",
+                     text)
+    assert said, "the what-if states how large its change is"
+    return said[1] or said[2]
+
+
+def expected_size(largest: float) -> str:
+    """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
+    if largest >= W.VISIBLE:
+        return f"{largest:.2f}"
+    amount = f"more than **{largest:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
+    return f"That changes little: no word's probability moves by {amount}."
+
+
+@pytest.mark.parametrize("name, text", WHATIF_SENTENCES)
+def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_none_does(name, text):
+    at = show(open_page("attention", model=name, text=text), "What if?")
+    assert not at.exception
+    bundle = load_bundled(name)
+    model, vocab = bundle.model, bundle.tokenizer.vocab
+    ids = bundle.tokenizer.encode(text)
+    last = len(ids) - 1
+    assert at.session_state["token"] == last                       # the page opens on the last token
+    p0 = torch.softmax(model.run(ids)["logits"][0].double(), -1)    # (T, V)
+    heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    change = {}                                                     # (layer, head) -> largest change after each position
+    for l, h in heads:
+        p1 = torch.softmax(model.run(ids, edits=W.knock_out_head(l, h).edits(model.cfg))["logits"][0].double(), -1)
+        change[l, h] = (p1 - p0).abs().amax(-1)
+    best = max(heads, key=lambda lh: float(change[lh][last]))
+    shown = (0, 0) if float(change[0, 0][last]) >= W.VISIBLE else best          # the pickers' head, or the best
+    radio = at.radio(key="attention_whatif")
+    assert radio.value == ("chosen" if shown == (0, 0) else "most")
+    assert f"Knock out head {best[1]} of layer {best[0]}, the head that matters most here" in radio.options
+    text_ = page_text(at)
+    assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in text_
+    largest = float(change[shown][last])
+    assert stated_size(text_) == expected_size(largest)
+    assert largest >= W.VISIBLE or "That changes little" in text_
+    if float(change[best][last]) >= W.VISIBLE:
+        return
+    # even the best head changes this forecast little: the page says so, and offers the forecast where one does
+    assert (f"No single head decides the forecast after “{vocab[ids[last]]}” (position {last}): knocking out any one "
+            f"of all {len(heads)} heads moves no word's probability by") in unescaped(text_)
+    where = max(((lh, t) for lh in heads for t in range(len(ids))), key=lambda x: float(change[x[0]][x[1]]))
+    (l, h), t = where
+    anywhere = float(change[l, h][t])
+    assert anywhere >= W.VISIBLE                                     # true of both models on every sentence here
+    assert (f"knocking out head {h} of layer {l} changes the forecast after “{vocab[ids[t]]}” (position {t}) by "
+            f"**{anywhere:.2f}**") in unescaped(text_)
+    at.button(key="attention_whatif_look").click().run()
+    assert at.session_state["token"] == t
+    shown = (0, 0) if float(change[0, 0][t]) >= W.VISIBLE else (l, h)
+    assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in page_text(at)
+    assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"      # now the change is there to see

@@ -1,5 +1,6 @@
 """Step 5, feed-forward: what a student sees, checked against the model's own trace and weights."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -71,7 +72,6 @@ def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatma
     heat = figure_titled(at, "Neuron activations after GELU, layer 1")
     z = decode(heat["data"][0]["z"])
     np.testing.assert_allclose(z, trace["blocks.1.mlp.post"][0].numpy(), rtol=1e-6, atol=1e-6)
-    assert heat["data"][0]["zmid"] == 0                  # GELU can be negative: a diverging scale
     assert "slightly negative" in text
 
 
@@ -111,9 +111,35 @@ def test_the_share_switched_off_and_the_histogram_are_counted_from_the_trace():
     np.testing.assert_array_equal(after, np.histogram(post.numpy().ravel(), edges)[0])
 
 
+def white_at(colorscale, where: float) -> bool:
+    """Whether the colour scale is white (RdBu's rgb(247, 247, 247)) at `where`, a position between 0 and 1."""
+    return any(abs(float(s) - where) < 1e-9 and c.replace(" ", "") == "rgb(247,247,247)" for s, c in colorscale)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_the_gelu_colour_scales_span_the_real_range_of_the_activations_with_white_at_zero(layer):
+    at = show(open_page("feedforward", layer=layer, token=1), "Which neurons fire")
+    bundle = load_bundled("tinytales")
+    assert bundle.model.cfg.activation == "gelu"
+    post = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))[f"blocks.{layer}.mlp.post"][0].double()
+    low, high = float(post.min()), float(post.max())
+    assert -0.17 <= low < 0 < high                        # GELU: never below about -0.17
+    heat = figure_titled(at, f"Neuron activations after GELU, layer {layer}")["data"][0]
+    assert (heat["zmin"], heat["zmax"]) == pytest.approx((low, high), abs=1e-6) and "zmid" not in heat
+    assert white_at(heat["colorscale"], -low / (high - low))         # 0 keeps the neutral colour
+    assert f"Here the values run from {low:.2f} to {high:.2f}, and so do the colours".replace("-", "−") in page_text(at)
+    show(at, "The strongest neurons")
+    everywhere = figure_titled(at, "Where else these neurons fire")["data"][0]
+    shown = decode(everywhere["z"])
+    assert (everywhere["zmin"], everywhere["zmax"]) == pytest.approx((shown.min(), shown.max()), abs=1e-6)
+    if shown.min() < 0:
+        assert white_at(everywhere["colorscale"], -shown.min() / (shown.max() - shown.min()))
+
+
 def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
     at = show(open_page("feedforward", layer=1, token=3), "What if?")
     assert not at.exception
+    at.radio(key="ffn_whatif").set_value("chosen").run()          # layer 1, chosen above
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
     changes = W.skip_mlp(1).edits(bundle.model.cfg)
@@ -235,3 +261,70 @@ def test_percentages_show_enough_decimals_to_differ(tinytales):
 
 def test_each_section_draws_only_its_own_charts_in_both_modes():
     assert_each_section_draws_only_its_charts("feedforward", ff.SECTIONS, [1, 1, 2, 1, 1])
+
+
+# ---------------------------------------------------------------- the first what-if a student sees
+
+WHATIF_SENTENCES = [("tinytales", DEFAULT_SENTENCE), ("tinytales", "the dog chased the cat because it was hungry"),
+                    ("tinytales", "the cats sat on the mats because they"),
+                    ("roses", "roses are red violets are blue"), ("roses", "roses are red violets are blue sugar is sweet"),
+                    ("roses", "sugar is sweet and so are you")]
+
+
+def unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def stated_size(text: str) -> str:
+    said = re.search(r"The largest change of any word's probability is \*\*([\d.]+)\*\*\.|"
+                     r"(That changes little: no word's probability moves by (?:more than|as much as) \*\*[\d.]+\*\*\.)",
+                     text)
+    assert said, "the what-if states how large its change is"
+    return said[1] or said[2]
+
+
+def expected_size(largest: float) -> str:
+    """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
+    if largest >= W.VISIBLE:
+        return f"{largest:.2f}"
+    amount = f"more than **{largest:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
+    return f"That changes little: no word's probability moves by {amount}."
+
+
+@pytest.mark.parametrize("name, text", WHATIF_SENTENCES)
+def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_does(name, text):
+    at = show(open_page("feedforward", model=name, text=text), "What if?")
+    assert not at.exception
+    bundle = load_bundled(name)
+    model, vocab = bundle.model, bundle.tokenizer.vocab
+    ids = bundle.tokenizer.encode(text)
+    last = len(ids) - 1
+    assert at.session_state["token"] == last
+    p0 = torch.softmax(model.run(ids)["logits"][0].double(), -1)                   # (T, V)
+    layers = range(model.cfg.n_layers)
+    change = [(torch.softmax(model.run(ids, edits=W.skip_mlp(l).edits(model.cfg))["logits"][0].double(), -1) - p0)
+              .abs().amax(-1) for l in layers]                                      # per layer: (T,)
+    best = max(layers, key=lambda l: float(change[l][last]))
+    shown = 0 if float(change[0][last]) >= W.VISIBLE else best                     # the picker's layer, or the best
+    assert at.radio(key="ffn_whatif").value == ("chosen" if shown == 0 else "most")
+    assert f"Skip the feed-forward of layer {best}, the one that matters most here" in at.radio(key="ffn_whatif").options
+    said = page_text(at)
+    assert f"With the feed-forward of layer {shown} skipped, the top guess after" in said
+    largest = float(change[shown][last])
+    assert stated_size(said) == expected_size(largest)
+    assert largest >= W.VISIBLE or "That changes little" in said
+    if float(change[best][last]) >= W.VISIBLE:
+        return
+    assert (f"No single layer's feed-forward decides the forecast after “{vocab[ids[last]]}” (position {last}): "
+            f"skipping any one of the {len(layers)} layers' feed-forward networks moves no word's probability by") \
+        in unescaped(said)
+    l, t = max(((l, t) for l in layers for t in range(len(ids))), key=lambda x: float(change[x[0]][x[1]]))
+    anywhere = float(change[l][t])
+    assert anywhere >= W.VISIBLE
+    assert (f"skipping the feed-forward of layer {l} changes the forecast after “{vocab[ids[t]]}” (position {t}) by "
+            f"**{anywhere:.2f}**") in unescaped(said)
+    at.button(key="ffn_whatif_look").click().run()
+    assert at.session_state["token"] == t
+    shown = 0 if float(change[0][t]) >= W.VISIBLE else l
+    assert f"With the feed-forward of layer {shown} skipped" in page_text(at)
+    assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"

@@ -5,6 +5,7 @@ import importlib
 import io
 import json
 import math
+import re
 
 import numpy as np
 
@@ -86,16 +87,28 @@ def test_labels_show_what_the_model_read_and_a_known_sentence_is_offered():
     assert not [b for b in at.button if b.key == "use_example"]        # nothing more to offer
 
 
-def test_the_default_token_is_the_least_sure_forecast_after_the_first():
-    at = open_page("prediction")
+PICKER_PAGES = ("tokenization", "embedding", "positions", "attention", "feedforward", "residual", "prediction")
+
+
+@pytest.mark.parametrize("text", [state.DEFAULT_SENTENCE, "the dog chased the cat because it was hungry",
+                                  "the cats sat on the mats because they"])
+def test_every_step_page_opens_on_the_token_whose_forecast_the_home_page_describes(text):
+    at = open_page("home", text=text)
     v = at.session_state["view"]
-    probs = torch.softmax(v.trace["logits"][0].double(), -1)           # (T, V)
-    entropy = -(probs * probs.log()).nan_to_num().sum(-1)
-    assert at.session_state["token"] == 1 + int(entropy[1:].argmax())
-    assert probs[at.session_state["token"]].max() < 0.5                # a forecast that is really unsure
-    type_text(at, "the dog chased the cat because it was hungry")
-    v = at.session_state["view"]
-    assert at.session_state["token"] == state.most_uncertain(v.trace) != len(v.tokens) - 1
+    said = re.search(r"the top guess is “(.+?)” at (\d+)%", re.sub(r"\\(.)", r"\1", page_text(at)))  # unescaped
+    assert said, "the home page names the model's top guess"
+    probs = torch.softmax(v.trace["logits"][0].double(), -1)                       # (T, V), every position
+    described = [t for t in range(len(v.tokens)) if (v.bundle.tokenizer.vocab[int(probs[t].argmax())],
+                                                     f"{float(probs[t].max()):.0%}") == (said[1], said[2] + "%")]
+    last = len(v.tokens) - 1
+    assert last in described                         # the home page describes the last position's forecast
+    for slug in PICKER_PAGES:
+        at.switch_page(f"pages/{slug}.py").run()
+        assert not at.exception and at.session_state["token"] == last, slug
+    favourite = next(m for m in at.metric if m.label == "Favourite")              # the prediction page
+    assert favourite.value == state.quote(said[1])
+    type_text(at, "the dog ran to the old tree")                                  # a new sentence: its last token
+    assert at.session_state["token"] == len(at.session_state["view"].tokens) - 1 == 6
 
 
 def test_the_scaling_what_if_states_the_factor_it_applies():
@@ -108,7 +121,8 @@ def test_the_scaling_what_if_states_the_factor_it_applies():
     text = whatif_text(REMOVE_SCALING, cfg.d_head)
     assert f"{factor:g} times larger" in text and f"√{cfg.d_head}" in text
     at = show_section(open_page("attention"), "attention", SECTIONS["attention"][4])
-    at.radio(key="attention_whatif").set_value(experiments(0, 0).index(REMOVE_SCALING)).run()
+    at.radio(key="attention_whatif").set_value("scaling").run()
+    assert at.radio(key="attention_whatif").value == "scaling" and experiments(0, 0)["scaling"] == REMOVE_SCALING
     assert "4 times larger" in page_text(at)
 
 
