@@ -4,6 +4,7 @@ import pytest
 
 from explorer.training import LabSetup, PRESETS, new_run
 from model import corpora, tasks
+from model.scope import scope_of
 
 SORT = PRESETS["sort (encoder-decoder)"][1]
 
@@ -58,9 +59,8 @@ def test_an_encoder_decoder_of_the_lab_says_its_task_and_lengths():
 
 
 def test_the_scope_of_a_published_lab_model_is_read_from_these_facts():
-    scope = pytest.importorskip("model.scope")
-    sort = scope.scope_of(new_run(SORT, "run 1").bundle())
+    sort = scope_of(new_run(SORT, "run 1").bundle())
     assert (sort.task, sort.lengths) == ("sort", (3, 8))
     assert sort.training_data == "5,000 random lists of 3 to 8 digits and their sorted versions"
-    roses = scope.scope_of(new_run(LabSetup(), "run 2").bundle())
+    roses = scope_of(new_run(LabSetup(), "run 2").bundle())
     assert roses.task is None and roses.training_data.startswith("the roses poem")
