@@ -139,11 +139,11 @@ def search(view: View, trace, experiments: list[Experiment]) -> Search:
 
 
 def default_choice(search: Search, chosen: Experiment, position: int) -> str:
-    """The what-if a page opens on: the student's own ("chosen") when it changes the forecast after `position`
-    visibly, else the one of the family that changes it most ("most"), if that is another."""
-    if search.change(chosen, position) < VISIBLE and search.best(position)[0] != chosen:
-        return "most"
-    return "chosen"
+    """The what-if a page opens on: the student's own ("chosen"), unless it changes the forecast after `position`
+    little and another of the family changes it visibly ("most"). When none does, the student's own stays, and
+    the page says that no single one matters here (`search_notes`)."""
+    best, largest = search.best(position)
+    return "most" if search.change(chosen, position) < VISIBLE <= largest and best != chosen else "chosen"
 
 
 def at_most(largest: float) -> str:

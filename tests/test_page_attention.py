@@ -393,7 +393,8 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
         p1 = torch.softmax(model.run(ids, edits=W.knock_out_head(l, h).edits(model.cfg))["logits"][0].double(), -1)
         change[l, h] = (p1 - p0).abs().amax(-1)
     best = max(heads, key=lambda lh: float(change[lh][last]))
-    shown = (0, 0) if float(change[0, 0][last]) >= W.VISIBLE else best          # the pickers' head, or the best
+    visible = float(change[best][last]) >= W.VISIBLE
+    shown = best if visible and float(change[0, 0][last]) < W.VISIBLE else (0, 0)  # the pickers' head, or the best
     radio = at.radio(key="attention_whatif")
     assert radio.value == ("chosen" if shown == (0, 0) else "most")
     assert f"Knock out head {best[1]} of layer {best[0]}, the head that matters most here" in radio.options
@@ -415,6 +416,6 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
             f"**{anywhere:.2f}**") in unescaped(text_)
     at.button(key="attention_whatif_look").click().run()
     assert at.session_state["token"] == t
-    shown = (0, 0) if float(change[0, 0][t]) >= W.VISIBLE else (l, h)
+    shown = (0, 0) if float(change[0, 0][t]) >= W.VISIBLE else (l, h)          # (l, h) is the best here
     assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in page_text(at)
     assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"      # now the change is there to see

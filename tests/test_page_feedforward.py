@@ -305,7 +305,8 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     change = [(torch.softmax(model.run(ids, edits=W.skip_mlp(l).edits(model.cfg))["logits"][0].double(), -1) - p0)
               .abs().amax(-1) for l in layers]                                      # per layer: (T,)
     best = max(layers, key=lambda l: float(change[l][last]))
-    shown = 0 if float(change[0][last]) >= W.VISIBLE else best                     # the picker's layer, or the best
+    visible = float(change[best][last]) >= W.VISIBLE
+    shown = best if visible and float(change[0][last]) < W.VISIBLE else 0          # the picker's layer, or the best
     assert at.radio(key="ffn_whatif").value == ("chosen" if shown == 0 else "most")
     assert f"Skip the feed-forward of layer {best}, the one that matters most here" in at.radio(key="ffn_whatif").options
     said = page_text(at)
