@@ -75,3 +75,27 @@ def test_the_knockout_card_opens_the_what_if_with_that_head_knocked_out(tab, app
     expect(tab.get_by_role("radio", name=f"Knock out head {head} of layer {layer}")).to_be_checked()
     expect(tab.get_by_text(f"it becomes “{card.facts['after']}” at {card.facts['p_after']:.2f}")).to_be_visible()
     assert tab.locator("[data-testid='stException']").count() == 0
+
+
+def test_back_to_your_sentence_restores_the_model_sentence_and_page_after_show_me(tab, app_url, cards):
+    card = cards["pronoun"]
+    open_view(tab, app_url, "discoveries", model="roses", text="roses are red")
+    box = card_of(tab, card)
+    box.get_by_role("radiogroup").get_by_text(card.answer, exact=True).click()
+    box.get_by_role("button", name="Reveal").click()
+    wait_until_run(tab)
+    box.get_by_role("button", name="Show me").click()
+    tab.wait_for_url(lambda url: "/attention" in url)
+    wait_until_run(tab)
+    sidebar = tab.locator("[data-testid='stSidebar']")
+    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(D.PRONOUN_SENTENCE)
+    back = sidebar.get_by_role("button", name="Back to your sentence: “roses are red”")
+    expect(back).to_be_visible()
+    back.click()
+    tab.wait_for_url(lambda url: "/discoveries" in url and "model=roses" in url)
+    wait_until_run(tab)
+    expect(sidebar.locator("input[aria-label='Model']")).to_have_value("roses")
+    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value("roses are red")
+    expect(tab.get_by_role("heading", name="Discoveries")).to_be_visible()
+    expect(sidebar.get_by_role("button", name="Back to your sentence: “roses are red”")).to_have_count(0)
+    assert tab.locator("[data-testid='stException']").count() == 0
