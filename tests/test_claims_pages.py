@@ -32,7 +32,7 @@ import torch.nn as nn
 from streamlit.testing.v1 import AppTest
 
 from claims_support import LAB, bundled, lab_bundle
-from conftest import APP, figure_titled, page_text, show_section
+from conftest import APP, decode, figure_titled, page_text, show_section
 from explorer.view import DEFAULT_SENTENCE, quote
 from model import edits
 from model.tokenizers import UNK
@@ -81,8 +81,8 @@ def lab_model():
 class Ref:
     """The sentence as the test's own copy of the model reads it, and that reading's trace."""
 
-    def __init__(self, bundle, text: str):
-        self.bundle, self.text = bundle, text
+    def __init__(self, bundle, text: str, name: str):
+        self.bundle, self.text, self.bundle_name = bundle, text, name
         self.model, self.tok = bundle.model, bundle.tokenizer
         self.pieces = self.tok.pieces(text)
         self.ids = [p.id for p in self.pieces]
@@ -212,6 +212,41 @@ def check_notices(c: Claims, ref: Ref) -> None:
     c.says(f"the model reads {'it' if n == 1 else 'each'} as <unk>.")
 
 
+def check_word_list(c: Claims, at: AppTest, ref: Ref) -> None:
+    """The panel of every word the model can read: its count, and every entry of the vocabulary but <unk> and
+    the other special tokens (none for byte-level BPE, which reads any text)."""
+    panels = [e for e in at.expander if " knows" in e.label]
+    Claims.count += 1
+    if ref.tok.unk_id is None:
+        assert not panels
+        return
+    words = [t for t in ref.vocab if t not in SPECIAL]
+    unit = "character" if ref.tok.kind == "char" else "word"
+    [panel] = panels
+    assert panel.label == f"The {len(words):,} {unit}s {ref.bundle_name} knows"
+    [listed] = [m.value for m in panel.markdown]
+    shown = [w.strip() for w in listed.split("·")]
+    # Every word is listed (escaped for Markdown). A whitespace token (the char model's space) is written as
+    # itself, so the Markdown drops it: counted here only as an empty entry (reported with issue 20).
+    assert [w for w in shown if w] == [quote(w)[1:-1] for w in words if w.strip()]
+    assert len(shown) == len(words)
+
+
+def check_offered_sentence(at: AppTest, ref: Ref) -> None:
+    """With unknown words, a bundled model offers a sentence of its own: one it knows every word of."""
+    buttons = [b for b in at.button if b.key == "use_example"]
+    Claims.count += 1
+    if not ref.unknown or (ref.bundle_name not in SENTENCES or ref.bundle_name in (GPT2_NAME, LAB_NAME)):
+        assert not buttons or ref.bundle.facts.get("example")
+        return
+    [button] = buttons
+    assert button.label.startswith(f"Use a sentence {ref.bundle_name} knows: “")
+    button.click().run()
+    offered = Ref(ref.bundle, at.session_state["text"], ref.bundle_name)
+    assert offered.text != ref.text and not offered.unknown                 # every word of it known
+    assert not [w for w in at.warning if "not in the model's vocabulary" in w.value]
+
+
 def check_home(at: AppTest, ref: Ref) -> None:
     c = Claims(at, "home")
     check_notices(c, ref)
@@ -219,6 +254,10 @@ def check_home(at: AppTest, ref: Ref) -> None:
     tr = ref.trace
     m = c.find(r"Model: .+? · (\d+) layers · d_model (\d+)")
     assert (int(m[1]), int(m[2])) == (L, D)
+    c.says(f"It reads at most {ref.model.cfg.max_len:,} tokens.")
+    seats = ref.model.embed.pos.weight.shape[0] if ref.positions() == "learned" else None
+    assert seats in (None, ref.model.cfg.max_len)                  # a learned table has a row per seat it reads
+    check_word_list(c, at, ref)
     c.says(f"The model reads {T} token ids from a vocabulary of {V:,}.", f"#### {T} tokens",
            f"Each token id picks a row of {D} learned numbers.", f"#### {T} x {D}")
     pos = ref.positions()
@@ -410,6 +449,10 @@ def check_embedding(at: AppTest, ref: Ref) -> None:
     k = min(8, V - 1)
     c.says(f"The {k} vocabulary tokens whose rows point most nearly the same way as the row of "
            f"{quote(ref.vocab[token_id])}, out of all {V:,}.")
+    bars = figure_titled(at, "Nearest neighbours of")["data"][0]
+    shown_ids = [int(i) for i in decode(bars["customdata"])]
+    assert len(shown_ids) == k and cos[shown_ids].min() >= cos.topk(k).values.min() - 1e-9    # the k nearest
+    np.testing.assert_allclose(decode(bars["x"]), cos[shown_ids].numpy(), atol=1e-6)
     m = c.find(rf"Cosine similarity of {re.escape(quote(ref.vocab[token_id]))} \(row {token_id}\) and (“.*?”) "
                rf"\(row (\d+)\)")
     nearest = int(m[2])
@@ -610,7 +653,9 @@ def check_attention(at: AppTest, ref: Ref) -> None:
     assert float(row[named[stated[0][1]]]) >= float(row.max()) - 1e-9
     if query == 0:
         c.says("It is the first token, so it can only look at itself.")
-    c.says(f"Orange: the lines of {quote(ref.tokens[query])}")
+    c.says(f"Orange: the lines of {quote(ref.tokens[query])}", "A line's width and opacity are proportional to its "
+           "weight: half the weight, half as wide and half as opaque; weights under 0.01 are left out.")
+    check_lines(figure_titled(at, "Who looks at whom"), pattern, query)
     key = at.selectbox(key="attention_math_key").value
     c.says(f"Query {ref.at(query)} (row {query}) and key {ref.at(key)} (column {key}), layer {layer} head {head}, "
            f"K = {K}:")
@@ -760,6 +805,29 @@ def check_top_guess(c: Claims, ref: Ref, after, position: int, changed: str) -> 
     return float((p1 - p0).abs().max())
 
 
+def check_lines(figure: dict, pattern: torch.Tensor, query: int) -> None:
+    """Who looks at whom: one line per weight of at least 0.01, its width and opacity proportional to the weight
+    (one scale for the query's orange lines, another for the rest)."""
+    drawn = {True: [], False: []}                                   # (weight, width, opacity) per kind of line
+    for trace in figure["data"]:
+        if trace.get("mode") != "lines":
+            continue
+        chosen = trace["line"]["color"] != "#4477AA"
+        for hover in list(decode(trace["hovertext"]))[0::4]:
+            drawn[chosen].append((float(hover.rsplit("weight ", 1)[1]), trace["line"]["width"], trace["opacity"]))
+    T = pattern.shape[0]
+    want = {True: sorted(float(pattern[query, j]) for j in range(query + 1) if pattern[query, j] >= 0.01),
+            False: sorted(float(pattern[i, j]) for i in range(T) for j in range(i + 1)
+                          if i != query and pattern[i, j] >= 0.01)}
+    for chosen in (True, False):
+        np.testing.assert_allclose(sorted(w for w, _, _ in drawn[chosen]), want[chosen], atol=5e-5)
+        if drawn[chosen]:
+            heaviest = max(drawn[chosen])
+            for w, width, opacity in drawn[chosen]:                  # up to the 0.01 steps lines are grouped by
+                assert abs(width - heaviest[1] / heaviest[0] * w) <= heaviest[1] / heaviest[0] * 0.0101
+                assert abs(opacity - heaviest[2] / heaviest[0] * w) <= heaviest[2] / heaviest[0] * 0.0101
+
+
 def check_attention_whatifs(at: AppTest, ref: Ref) -> None:
     """Each what-if the page offers, run by the test on its own copy of the model, against the page's words: the
     knocked-out heads searched (all of them, or the chosen layer's when there are too many), the head that
@@ -828,6 +896,11 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
 
     c = Claims(show_section(at, "feedforward", "Which neurons fire"), "feedforward: which fire")
     c.says(f"each column one of the {F:,} neurons")
+    assert F <= 256                                                  # every neuron is drawn (wider: the strongest)
+    m = c.find(rf"Here the values run from {NUMBER} to {NUMBER}(;|, and so do the colours)")
+    shows(m[1], float(post.min()), "the lowest activation")
+    shows(m[2], float(post.max()), "the highest activation")
+    assert (m[3] == ";") == (act == "relu")
     if act == "relu":
         c.says("ReLU never goes below 0")
         assert float(post.min()) >= 0
@@ -838,7 +911,20 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     at.session_state["math_feedforward"] = True
     c = Claims(show_section(at, "feedforward", "The strongest neurons"), "feedforward: strongest")
     token = at.session_state["token"]
-    c.says(f"The bars: the {min(10, F)} neurons that fire most for {quote(ref.tokens[token])}.")
+    c.says(f"The bars: the {min(10, F)} neurons that fire most for {quote(ref.tokens[token])}.",
+           "Hover a bar to see the other tokens that fire it at least half as strongly.")
+    bars = figure_titled(at, "Strongest neurons for token")["data"][0]
+    top = post[token].topk(min(10, F))
+    assert list(bars["x"]) == [f"n{j}" for j in top.indices.tolist()]
+    np.testing.assert_allclose(decode(bars["y"]), top.values.numpy(), rtol=1e-6)
+    for j, value, hover in zip(top.indices.tolist(), top.values.tolist(), bars["customdata"]):
+        others = [t for t in post[:, j].argsort(descending=True).tolist()
+                  if t != token and float(post[t, j]) > 0 and float(post[t, j]) >= 0.5 * value]
+        if others:
+            listed = [int(x) for x in re.findall(r"(?:^|<br>)(\d+) ", hover)]
+            assert listed == others[:6] and hover.endswith(" …") == (len(others) > 6), (j, hover)
+        else:
+            assert hover == "no other token"
     m = c.find(rf"Token {token} {re.escape(quote(ref.tokens[token]))}, its strongest neuron \*\*n(\d+)\*\* in layer "
                rf"{layer}\.")
     j = int(m[1])
@@ -1111,7 +1197,7 @@ def test_every_claim_on_every_step_page_is_what_the_model_computes(model, text, 
               else lab_model() if model == LAB_NAME else bundled(model))
     at = open_app(model, text, bundle, request, monkeypatch)
     assert not at.exception and at.session_state["model"] == model
-    ref = Ref(bundle, text)
+    ref = Ref(bundle, text, model)
     assert list(at.session_state["view"].prepared.ids) == ref.ids                 # the page reads what we read
     start = Claims.count
     check_home(at, ref)
@@ -1120,5 +1206,6 @@ def test_every_claim_on_every_step_page_is_what_the_model_computes(model, text, 
         at.switch_page(f"pages/{slug}.py").run()
         check(at, ref)
     check_prediction(at, ref)
+    check_offered_sentence(at, ref)
     print(f"\n{model}, {text!r}: {Claims.count - start} claims checked")
     assert Claims.count - start > 60
