@@ -6,7 +6,7 @@ Each switch is a teaching point a student can flip and compare:
   norm           "layer" (LayerNorm: centre and scale), "rms" (RMSNorm: scale only) or "none"
   norm_position  "pre" (normalise what each sublayer reads, GPT-2) or "post" (normalise the sum, 2017 paper)
   activation     "relu", "gelu" (exact, with erf) or "gelu_tanh" (GPT-2's tanh approximation) inside the
-                 feed-forward network
+                 MLP (the feed-forward network)
   embed_scale    multiply token embeddings by sqrt(d_model), as the 2017 paper does
   tie_embeddings the unembedding reuses the token embedding matrix (GPT-2): one matrix reads words in and out
   norm_eps       the small number a norm adds under its square root (1e-5 in PyTorch and GPT-2)
@@ -30,7 +30,7 @@ class ModelConfig:
     d_model: int = 32        # D: width of the residual stream
     n_heads: int = 2         # H: attention heads per layer; each reads K = D / H dimensions
     n_layers: int = 2        # number of transformer blocks
-    d_ff: int = 64           # F: hidden width of the feed-forward network
+    d_ff: int = 64           # F: hidden width of the MLP (the feed-forward network)
     max_len: int = 16        # longest input (context length) the model accepts
     dropout: float = 0.0
     pos: str = "sinusoidal"

@@ -4,7 +4,7 @@ Each helper returns a dict {trace name: function}; combine several with `combine
 
     knock_out_head(layer=0, head=1)   zero one head's output (its slice of attn.z)
     remove_positions()                positional encodings to zeros: the model sees a bag of words
-    skip_mlp(layer=1)                 zero a feed-forward network's contribution to the stream
+    skip_mlp(layer=1)                 zero an MLP's contribution to the stream
     remove_scaling(cfg)               undo the 1/sqrt(K) in the attention scores
     scoped("decoder.", edits)         the same edits inside an encoder-decoder's encoder or decoder
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import torch
 
 from .config import ModelConfig
-from .transformer import Edit
+from .layers import Edit
 
 
 def knock_out_head(layer: int, head: int, attention: str = "attn") -> dict[str, Edit]:
@@ -35,7 +35,7 @@ def remove_positions() -> dict[str, Edit]:
 
 
 def skip_mlp(layer: int) -> dict[str, Edit]:
-    """Zero the feed-forward output of block `layer`, as if the layer had no FFN."""
+    """Zero the MLP's output in block `layer`, as if the layer had no MLP."""
     return {f"blocks.{layer}.mlp.out": torch.zeros_like}
 
 

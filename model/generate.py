@@ -1,21 +1,30 @@
-"""Turning logits into text: temperature, top-k, top-p, greedy, sampling and beam search.
+"""Turning a model's next-token distribution into text: temperature, top-k, top-p, sampling and beam search.
+
+Generation is written once, for every model, over one function `next_logp`: the ids written so far (N, t) in,
+the log-probabilities of the next token (N, V) out. The decoder-only model reads the last max_len ids
+(`generate` below); the encoder-decoder's decoder reads them next to the encoded source (model/seq2seq.py).
+Greedy decoding is a beam search with one beam.
 
 `next_token_probs` is the one place where logits become a probability distribution; the app's
-sliders and `generate` both call it, so what a student sees is exactly what sampling draws from.
+sliders and sampling both call it, so what a student sees is exactly what sampling draws from.
+`exact_match` measures what greedy decoding writes without decoding: one teacher-forced pass.
 """
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from .layers import check_tokens
 from .transformer import TransformerLM
 
 STRATEGIES = ("greedy", "sample", "beam")
+NextLogProbs = Callable[[torch.Tensor], torch.Tensor]   # written ids (N, t) -> next-token log-probabilities (N, V)
 
 
 def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                      top_p: float | None = None) -> torch.Tensor:
-    """Probabilities (V,) from one position's logits (V,); tokens cut by top-k or top-p get 0.
+    """Probabilities (V,) from one position's logits or log-probabilities (V,); tokens cut by top-k or top-p get 0.
 
     temperature < 1 sharpens the distribution, > 1 flattens it, 0 means "always the top token".
     top_k keeps the k likeliest tokens; top_p keeps the fewest tokens whose probabilities add up to p.
@@ -30,7 +39,7 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int 
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).float()
     probs = (logits / temperature).softmax(-1)                          # (V,)
-    order = probs.argsort(descending=True)                              # (V,)
+    order = probs.argsort(descending=True, stable=True)                 # (V,), ties in token order
     keep = torch.ones_like(probs, dtype=torch.bool)                     # (V,)
     if top_k is not None:
         keep[order[top_k:]] = False
@@ -49,6 +58,72 @@ class Generation:
     window_slid: bool = False   # the text outgrew the context, so only the last max_len tokens were read
 
 
+@dataclass(frozen=True)
+class Beam:
+    """The best hypothesis (the tokens written after the start, up to and without the end token), its total
+    log-probability, at every step the beam's hypotheses with their scores, best first (for display), and the
+    probability each written token had where it was chosen."""
+    tokens: list[int]
+    score: float
+    steps: list[list[tuple[list[int], float]]]
+    probs: list[float] = field(default_factory=list)
+
+
+@torch.no_grad()
+def sample(next_logp: NextLogProbs, start: list[int], n_steps: int, temperature: float = 1.0,
+           top_k: int | None = None, top_p: float | None = None, seed: int = 0, end: int | None = None) -> Generation:
+    """Write up to `n_steps` tokens after `start`, each drawn from `next_token_probs` (temperature 0: the
+    likeliest); drawing `end` stops (it is not written). The same seed gives the same text."""
+    rng = torch.Generator().manual_seed(seed)
+    ids, out = list(start), Generation()
+    for _ in range(n_steps):
+        logp = next_logp(torch.tensor([ids]))[0]                        # (V,)
+        probs = next_token_probs(logp, temperature, top_k, top_p)       # (V,)
+        token = int(torch.multinomial(probs, 1, generator=rng))
+        if token == end:
+            break
+        ids.append(token)
+        out.tokens.append(token)
+        out.probs.append(float(probs[token]))
+    return out
+
+
+@torch.no_grad()
+def beam_search(next_logp: NextLogProbs, start: list[int], n_steps: int, beams: int,
+                end: int | None = None) -> Beam:
+    """Keep the `beams` likeliest continuations of `start` at every step (score: summed log-probabilities); one
+    that writes `end` is finished, and the search stops once no unfinished one can beat the best finished one.
+    One beam is greedy decoding."""
+    if beams < 1:
+        raise ValueError(f"beams must be at least 1, got {beams}")
+    alive: list[tuple[list[int], float, list[float]]] = [(list(start), 0.0, [])]   # (ids, score, token probs)
+    done: list[tuple[list[int], float, list[float]]] = []
+    steps = []
+    for _ in range(n_steps):
+        # 1) score every way to extend every hypothesis by one token
+        logp = next_logp(torch.tensor([ids for ids, _, _ in alive]))             # (N, V)
+        scores = torch.tensor([score for _, score, _ in alive])[:, None] + logp  # (N, V)
+        # 2) keep the `beams` best extensions, whichever hypotheses they extend
+        top = scores.flatten().topk(min(beams, scores.numel()))
+        candidates = []
+        for score, i in zip(top.values.tolist(), top.indices.tolist()):
+            row, token = divmod(i, logp.shape[1])
+            ids, _, probs = alive[row]
+            candidates.append((ids + [token], score, probs + [math.exp(float(logp[row, token]))]))
+        steps.append([(ids, score) for ids, score, _ in candidates])
+        # 3) a hypothesis that wrote `end` is finished; stop when no unfinished one can still beat the best
+        alive = []
+        for hypothesis in candidates:
+            (done if hypothesis[0][-1] == end else alive).append(hypothesis)
+        if not alive or (done and max(score for _, score, _ in done) >= alive[0][1]):
+            break
+    ids, score, probs = max(done + alive, key=lambda h: h[1])
+    written = ids[len(start):]
+    if written and written[-1] == end:
+        written = written[:-1]
+    return Beam(written, score, steps, probs[:len(written)])
+
+
 @torch.no_grad()
 def generate(model: TransformerLM, prompt: list[int], n_new: int, strategy: str = "greedy",
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
@@ -60,44 +135,26 @@ def generate(model: TransformerLM, prompt: list[int], n_new: int, strategy: str 
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-    prompt = model.check_tokens(prompt)[0].tolist()
-    if strategy == "beam":
-        return _beam_search(model, prompt, n_new, beams)
-    rng = torch.Generator().manual_seed(seed)
-    ids, out = list(prompt), Generation()
-    for _ in range(n_new):
-        window = ids[-model.cfg.max_len:]
-        out.window_slid |= len(window) < len(ids)
-        logits = model.predict(window)[0, -1]                           # (V,)
-        if strategy == "greedy":
-            probs = logits.softmax(-1)
-            token = int(probs.argmax())
-        else:
-            probs = next_token_probs(logits, temperature, top_k, top_p)
-            token = int(torch.multinomial(probs, 1, generator=rng))
-        ids.append(token)
-        out.tokens.append(token)
-        out.probs.append(float(probs[token]))
+    prompt = check_tokens(prompt, model.cfg)[0].tolist()
+    max_len = model.cfg.max_len
+
+    def next_logp(written: torch.Tensor) -> torch.Tensor:
+        """What comes next after each row of `written` (N, t), read through the last max_len tokens."""
+        return model.predict(written[:, -max_len:])[:, -1].log_softmax(-1)            # (N, V)
+
+    if strategy == "sample":
+        out = sample(next_logp, prompt, n_new, temperature, top_k, top_p, seed)
+    else:
+        best = beam_search(next_logp, prompt, n_new, 1 if strategy == "greedy" else beams)
+        out = Generation(best.tokens, best.probs)
+    out.window_slid = len(prompt) + len(out.tokens) - 1 > max_len    # the last step read more than max_len
     return out
 
 
-def _beam_search(model: TransformerLM, prompt: list[int], n_new: int, beams: int) -> Generation:
-    """Keep the `beams` sequences with the highest total log-probability, extend all, keep the best."""
-    if beams < 1:
-        raise ValueError(f"beams must be at least 1, got {beams}")
-    # each beam: (total log-prob, token ids, per-token probabilities)
-    alive = [(0.0, list(prompt), [])]
-    slid = False
-    for _ in range(n_new):
-        windows = torch.tensor([ids[-model.cfg.max_len:] for _, ids, _ in alive])   # (beams, T)
-        slid |= windows.shape[1] < len(alive[0][1])
-        logp = model.predict(windows)[:, -1].log_softmax(-1)                        # (beams, V)
-        candidates = []
-        for (score, ids, probs), row in zip(alive, logp):
-            top = row.topk(min(beams, row.numel()))
-            for lp, token in zip(top.values.tolist(), top.indices.tolist()):
-                candidates.append((score + lp, ids + [token], probs + [math.exp(lp)]))
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        alive = candidates[:beams]
-    _, ids, probs = alive[0]
-    return Generation(tokens=ids[len(prompt):], probs=probs, window_slid=slid)
+def exact_match(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> float:
+    """The share of answers greedy decoding writes exactly, from one teacher-forced pass: logits (N, T, V) for
+    labels (N, T). A row counts when the top prediction is the label at every position that counts (labels equal
+    to `ignore_index` do not): then every greedy step writes the next token of the answer, and the first wrong
+    top prediction would have taken greedy decoding off it."""
+    right = (logits.argmax(-1) == labels) | (labels == ignore_index)    # (N, T)
+    return float(right.all(-1).float().mean())

@@ -1,14 +1,15 @@
 """The pieces every model here is built from, in dependency order: the recorder that names (and may edit)
-every intermediate, the trace it returns, norm, embedding, attention (self- or cross-, with a mask),
-feed-forward, and the block that adds them to the residual stream.
+every intermediate, the trace it returns, norm, embedding, attention (self- or cross-, with a mask), the MLP
+(the feed-forward network), the block of residual sublayers that adds them to the stream, and the stack
+(embedding -> blocks -> final norm). Last, the checks a forward pass makes on what it is given.
 
-The decoder-only model (model/transformer.py) and the encoder-decoder (model/seq2seq.py) share them, so
-a block's values have the same names in both (blocks.i.attn.pattern, ...), under a scope in the
-encoder-decoder (encoder.blocks.i...., decoder.blocks.i....).
+The decoder-only model (model/transformer.py) is one stack; the encoder-decoder (model/seq2seq.py) is two, its
+decoder's blocks with cross-attention. So a block's values have the same names in both (blocks.i.attn.pattern,
+...), under a scope in the encoder-decoder (encoder.blocks.i...., decoder.blocks.i....).
 """
 import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 import torch.nn as nn
@@ -106,6 +107,12 @@ def make_norm(cfg: ModelConfig) -> nn.Module:
     return nn.Identity()
 
 
+def make_final_norm(cfg: ModelConfig) -> nn.Module:
+    """The norm after the last block. Post-norm blocks already end in a norm (as in the 2017 paper), so only
+    pre-norm needs one."""
+    return make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
+
+
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     """The 2017 paper's fixed waves: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same)."""
     position = torch.arange(max_len, dtype=torch.float32)[:, None]                  # (max_len, 1)
@@ -190,8 +197,9 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
-class FeedForward(nn.Module):
-    """Expand, activate, contract: the same small network applied to every position on its own."""
+class MLP(nn.Module):
+    """The feed-forward network: expand, activate, contract, the same small network applied to every position
+    on its own (nanoGPT's name for it; the trace calls it mlp)."""
 
     def __init__(self, cfg: ModelConfig, name: str):
         super().__init__()
@@ -208,23 +216,85 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Attention then feed-forward, each added to the residual stream, normalised pre or post."""
+    """Self-attention, then (in an encoder-decoder's decoder) cross-attention over the source, then the MLP:
+    residual sublayers, each adding what it computes to the residual stream.
 
-    def __init__(self, cfg: ModelConfig, index: int):
+    A decoder-only block and an encoder block have no cross-attention; `cross=True` makes an encoder-decoder's
+    decoder block. The attribute names are the checkpoints' state_dict names (norm1, norm_cross, norm2, ...).
+    """
+
+    def __init__(self, cfg: ModelConfig, index: int, cross: bool = False):
         super().__init__()
         self.cfg, self.name = cfg, f"blocks.{index}"
-        self.norm1, self.norm2 = make_norm(cfg), make_norm(cfg)
+        self.norm1 = make_norm(cfg)
+        if cross:
+            self.norm_cross = make_norm(cfg)
+        self.norm2 = make_norm(cfg)
         self.attn = Attention(cfg, f"{self.name}.attn")
-        self.mlp = FeedForward(cfg, f"{self.name}.mlp")
+        self.cross_attn = Attention(cfg, f"{self.name}.cross_attn") if cross else None
+        self.mlp = MLP(cfg, f"{self.name}.mlp")
 
-    def forward(self, x: torch.Tensor, rec: Recorder, mask: torch.Tensor | None = None) -> torch.Tensor:
-        n, p, pre_norm = self.name, self.cfg.dropout, self.cfg.norm_position == "pre"
-        resid_pre = rec(f"{n}.resid_pre", x)                                      # (B, T, D)
-        attn_in = rec(f"{n}.attn.in", self.norm1(resid_pre) if pre_norm else resid_pre)
-        attn_out = F.dropout(self.attn(attn_in, rec, mask), p, rec.train)         # (B, T, D)
-        mid = resid_pre + attn_out if pre_norm else self.norm1(resid_pre + attn_out)
-        resid_mid = rec(f"{n}.resid_mid", mid)                                    # (B, T, D)
-        mlp_in = rec(f"{n}.mlp.in", self.norm2(resid_mid) if pre_norm else resid_mid)
-        mlp_out = F.dropout(self.mlp(mlp_in, rec), p, rec.train)                  # (B, T, D)
-        post = resid_mid + mlp_out if pre_norm else self.norm2(resid_mid + mlp_out)
-        return rec(f"{n}.resid_post", post)                                       # (B, T, D)
+    def sublayer(self, x: torch.Tensor, norm: nn.Module, layer: Callable[[torch.Tensor], torch.Tensor],
+                 rec: Recorder, reads: str, leaves: str) -> torch.Tensor:
+        """One residual sublayer: x + layer(norm(x)) for pre-norm (GPT-2), norm(x + layer(x)) for post-norm (the
+        2017 paper). `reads` names what the layer reads, `leaves` the stream it leaves behind."""
+        pre_norm = self.cfg.norm_position == "pre"
+        read = rec(f"{self.name}.{reads}", norm(x) if pre_norm else x)                 # (B, T, D)
+        out = F.dropout(layer(read), self.cfg.dropout, rec.train)                       # (B, T, D)
+        return rec(f"{self.name}.{leaves}", x + out if pre_norm else norm(x + out))    # (B, T, D)
+
+    def forward(self, x: torch.Tensor, rec: Recorder, mask: torch.Tensor | None = None,
+                memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The stream (B, T, D) through the block; `memory` (B, S, D) is what cross-attention reads."""
+        x = rec(f"{self.name}.resid_pre", x)                                            # (B, T, D)
+        x = self.sublayer(x, self.norm1, lambda h: self.attn(h, rec, mask), rec, "attn.in", "resid_mid")
+        if self.cross_attn is not None:
+            x = self.sublayer(x, self.norm_cross, lambda h: self.cross_attn(h, rec, memory_mask, source=memory),
+                              rec, "cross_attn.in", "resid_cross")
+        return self.sublayer(x, self.norm2, lambda h: self.mlp(h, rec), rec, "mlp.in", "resid_post")
+
+
+def stack(embed: Embedding, blocks: nn.ModuleList, final_norm: nn.Module, tokens: torch.Tensor, rec: Recorder,
+          **block_inputs) -> torch.Tensor:
+    """Embedding -> blocks -> final norm: the path of the decoder-only model and of both halves of the
+    encoder-decoder. `block_inputs` go to every block (its mask; a decoder's memory and memory mask)."""
+    x = embed(tokens, rec)                                              # (B, T, D)
+    for block in blocks:
+        x = block(x, rec, **block_inputs)                               # (B, T, D)
+    return rec("final.norm", final_norm(x))                             # (B, T, D)
+
+
+def check_tokens(tokens, cfg: ModelConfig, what: str = "input") -> torch.Tensor:
+    """Token ids as a (B, T) long tensor, or a ValueError a student can act on; `what` names the input
+    ("input", or an encoder-decoder's "source" and "target")."""
+    tokens = torch.as_tensor(tokens, dtype=torch.long).clone()          # never share the caller's memory
+    if tokens.dim() == 1:
+        tokens = tokens[None]                                           # (1, T)
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must be a list or a (batch, positions) tensor of ids; the {what} has shape "
+                         f"{tuple(tokens.shape)}")
+    T = tokens.shape[1]
+    if T == 0:
+        raise ValueError(f"the {what} must be a non-empty list of token ids: there are no tokens to run")
+    if T > cfg.max_len:
+        raise ValueError(f"the {what} is too long: {T} tokens is more than this model's context of {cfg.max_len} "
+                         f"(it reads at most {cfg.max_len})")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= cfg.vocab_size):
+        raise ValueError(f"token ids must be between 0 and {cfg.vocab_size - 1}: the {what} holds ids outside that "
+                         "range")
+    return tokens
+
+
+def start_run(names: list[str], edits: Mapping[str, Edit] | None = None, keep: Iterable[str] | None = None,
+              inputs: Mapping[str, torch.Tensor] | None = None) -> Recorder:
+    """The recorder of a `run`: it refuses edits and kept names that are not in the trace `names`, and starts
+    the trace with the `inputs` (token ids) it was given."""
+    unknown = set(edits or {}) - set(names)
+    if unknown:
+        raise ValueError(f"cannot edit {', '.join(sorted(unknown))}: not a name in this model's trace")
+    kept = None if keep is None else set(keep) - set(inputs or {})
+    if kept is not None and kept - set(names):
+        raise ValueError(f"cannot keep {', '.join(sorted(kept - set(names)))}: not a name in this model's trace")
+    rec = Recorder(edits, keep=True if kept is None else kept | set(inputs or {}))
+    rec.values.update(inputs or {})
+    return rec

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .generate import exact_match
 from .transformer import TransformerLM
 
 OPTIMIZERS = ("adamw", "sgd")
@@ -24,7 +25,7 @@ class TrainConfig:
     lr: float = 3e-3              # peak learning rate, reached at the end of warmup
     optimizer: str = "adamw"      # "adamw" or "sgd" (with momentum)
     momentum: float = 0.9         # SGD only
-    weight_decay: float = 0.01
+    weight_decay: float = 0.01    # AdamW: on weight matrices and embeddings, not biases and norms (param_groups)
     warmup: int = 20              # steps of linear warmup from 0 to lr
     schedule: str = "cosine"      # after warmup: "cosine" to lr/10, "inv_sqrt" (1/sqrt(step)) or "constant";
                                   # "noam" is the 2017 paper's warmup schedule (see lr_at), lr its factor
@@ -105,6 +106,15 @@ def layer_of(param_name: str) -> str:
     return parts[0] if parts[0] in ("embed", "encoder_embed", "decoder_embed") else "unembed"
 
 
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's two groups, as nanoGPT's `configure_optimizers` makes them: weight decay on every
+    parameter with 2 or more dimensions (the weight matrices and the embeddings), none on the 1-D ones (biases
+    and the norms' gains and shifts). A tied embedding is one parameter, decayed once."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def accuracy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> float:
     """How often the top prediction is the label, over the labels that count."""
     counts = labels != ignore_index
@@ -125,11 +135,10 @@ class Trainer:
         """The optimizer, the layer groups and the counters: everything but the data."""
         model, cfg = self.model, self.cfg
         self.rng = torch.Generator().manual_seed(cfg.seed)
-        params = list(model.parameters())
         if cfg.optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        else:
-            self.optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+            self.optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
+        else:                    # SGD's weight decay is an L2 penalty on every parameter, as torch applies it
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                              weight_decay=cfg.weight_decay)
         self.layers: dict[str, list[torch.nn.Parameter]] = {}
         for name, p in model.named_parameters():
@@ -279,14 +288,12 @@ class PairTrainer(Trainer):
 
     @torch.no_grad()
     def exact_match(self, max_pairs: int = 256) -> float:
-        """The share of validation pairs whose whole target the model gets right, in one teacher-forced pass:
-        when every step's top prediction is the right token, greedy decoding writes exactly the target."""
+        """The share of up to `max_pairs` validation pairs whose whole target greedy decoding writes, read from one
+        teacher-forced pass (model/generate.py `exact_match`)."""
         sources, targets = (t[:max_pairs] for t in self.val_pairs)
         was_training = self.model.training
         self.model.eval()
-        guesses = self.model(sources, targets[:, :-1]).argmax(-1)                            # (n, T-1)
+        logits = self.model(sources, targets[:, :-1])                                           # (n, T-1, V)
         self.model.train(was_training)
-        labels = self._labels(targets)
-        right = (guesses == labels) | (labels == self.ignore_index)
-        return float(right.all(-1).float().mean())
+        return exact_match(logits, self._labels(targets), self.ignore_index)
 

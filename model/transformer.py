@@ -1,6 +1,6 @@
 """A small decoder-only transformer, written to be read top to bottom.
 
-Its pieces (recorder, trace, norm, embedding, attention, feed-forward, block) are in model/layers.py,
+Its pieces (recorder, trace, norm, embedding, attention, MLP, block, the stack) are in model/layers.py,
 shared with the encoder-decoder. Attention is computed explicitly (no fused kernel) so its pattern
 exists and can be shown.
 
@@ -17,8 +17,8 @@ Every intermediate has a stable name (the project's vocabulary, used by pages, f
     blocks.i.attn.pattern     [B, H, T, T]  softmax after the mask: who attends to whom
     blocks.i.attn.z           [B, H, T, K]  pattern @ v, per head
     blocks.i.attn.out         [B, T, D]     after the output projection
-    blocks.i.resid_mid        [B, T, D]     the stream between attention and feed-forward
-    blocks.i.mlp.in           [B, T, D]     what the feed-forward network reads
+    blocks.i.resid_mid        [B, T, D]     the stream between attention and the MLP
+    blocks.i.mlp.in           [B, T, D]     what the MLP (the feed-forward network) reads
     blocks.i.mlp.pre          [B, T, F]     hidden layer before the activation
     blocks.i.mlp.post         [B, T, F]     hidden layer after the activation
     blocks.i.mlp.out          [B, T, D]     after the contracting projection
@@ -39,7 +39,7 @@ import torch.nn as nn
 
 from .config import ModelConfig
 from .layers import (BLOCK_NAMES, EMBED_NAMES, FINAL_NAMES, Block, Edit, Embedding, Recorder, Trace,  # noqa: F401
-                     block_name, causal_mask, make_norm, sinusoidal_table)
+                     block_name, causal_mask, check_tokens, make_final_norm, sinusoidal_table, stack, start_run)
 
 
 class TransformerLM(nn.Module):
@@ -50,8 +50,7 @@ class TransformerLM(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-        # Post-norm blocks already end in a norm (as in the 2017 paper), so only pre-norm needs a final one.
-        self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
+        self.final_norm = make_final_norm(cfg)
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)
         if cfg.tie_embeddings:                 # GPT-2: the same matrix reads tokens in and scores them out
@@ -72,12 +71,9 @@ class TransformerLM(nn.Module):
         return ["tokens", *EMBED_NAMES, *blocks, *FINAL_NAMES]
 
     def _forward(self, tokens: torch.Tensor, rec: Recorder, causal: bool = True) -> torch.Tensor:
-        x = self.embed(tokens, rec)                                       # (B, T, D)
-        mask = causal_mask(tokens.shape[1], tokens.device) if causal else None   # (T, T)
-        for block in self.blocks:
-            x = block(x, rec, mask)                                       # (B, T, D)
-        x = rec("final.norm", self.final_norm(x))                         # (B, T, D)
-        return rec("logits", self.unembed(x))                             # (B, T, V)
+        mask = causal_mask(tokens.shape[1], tokens.device) if causal else None            # (T, T)
+        x = stack(self.embed, self.blocks, self.final_norm, tokens, rec, mask=mask)      # (B, T, D)
+        return rec("logits", self.unembed(x))                                             # (B, T, V)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) for a batch of token ids (B, T); the fast path used for training."""
@@ -86,7 +82,7 @@ class TransformerLM(nn.Module):
     @torch.no_grad()
     def predict(self, tokens) -> torch.Tensor:
         """Logits (B, T, V) without gradients or dropout, whatever mode the module is in."""
-        return self._forward(self.check_tokens(tokens), Recorder())
+        return self._forward(check_tokens(tokens, self.cfg), Recorder())
 
     @torch.no_grad()
     def run(self, tokens, edits: Mapping[str, Edit] | None = None, causal: bool = True,
@@ -98,31 +94,7 @@ class TransformerLM(nn.Module):
         `names` keeps only those values (and "tokens"): a full trace of GPT-2 at 1,024 tokens is about
         300 MB, its attention patterns alone 50 MB. Dropout is always off here, whatever mode the module is in.
         """
-        tokens = self.check_tokens(tokens)
-        known = set(self.trace_names[1:])
-        unknown = set(edits or {}) - known
-        if unknown:
-            raise ValueError(f"cannot edit {', '.join(sorted(unknown))}: not a name in this model's trace")
-        kept = None if names is None else set(names) - {"tokens"}
-        if kept is not None and kept - known:
-            raise ValueError(f"cannot keep {', '.join(sorted(kept - known))}: not a name in this model's trace")
-        rec = Recorder(edits, keep=True if kept is None else kept | {"tokens"})
-        rec.values["tokens"] = tokens
+        tokens = check_tokens(tokens, self.cfg)
+        rec = start_run(self.trace_names[1:], edits, names, inputs={"tokens": tokens})
         self._forward(tokens, rec, causal)
         return Trace(rec.values)
-
-    def check_tokens(self, tokens) -> torch.Tensor:
-        """Token ids as a (B, T) long tensor, or a ValueError a student can act on."""
-        tokens = torch.as_tensor(tokens, dtype=torch.long).clone()      # never share the caller's memory
-        if tokens.dim() == 1:
-            tokens = tokens[None]                                         # (1, T)
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must be a list or a (batch, positions) tensor, got shape {tuple(tokens.shape)}")
-        T = tokens.shape[1]
-        if T == 0:
-            raise ValueError("there are no tokens to run: the input is empty")
-        if T > self.cfg.max_len:
-            raise ValueError(f"{T} tokens is more than this model's context of {self.cfg.max_len}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.cfg.vocab_size):
-            raise ValueError(f"token ids must be between 0 and {self.cfg.vocab_size - 1}")
-        return tokens

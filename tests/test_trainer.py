@@ -1,6 +1,7 @@
 """The step-wise trainer: it learns, it is reproducible, and every knob does what it says."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -81,6 +82,44 @@ def test_gradient_clipping_bounds_each_update():
     trainer.step(1)
     after = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
     assert (after - before).norm() == pytest.approx(1e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize("switches", [dict(), dict(tie_embeddings=True, pos="learned", norm="rms")])
+def test_adamw_decays_the_weight_matrices_and_embeddings_but_not_biases_and_norms(switches):
+    """nanoGPT's configure_optimizers: every parameter with 2 or more dimensions is decayed, the 1-D ones are not."""
+    torch.manual_seed(0)
+    model = TransformerLM(replace(CFG, **switches))
+    trainer = Trainer(model, IDS, IDS, TrainConfig(weight_decay=0.05))
+    decayed, plain = trainer.optimizer.param_groups
+    assert (decayed["weight_decay"], plain["weight_decay"]) == (0.05, 0.0)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed, plain = {names[id(p)] for p in decayed["params"]}, {names[id(p)] for p in plain["params"]}
+    assert decayed | plain == set(names.values()) and not decayed & plain
+    assert {"embed.tok.weight", "blocks.0.attn.W_q.weight", "blocks.1.mlp.W_out.weight"} <= decayed
+    assert ("embed.pos.weight" in decayed) == (switches.get("pos") == "learned")
+    assert ("unembed.weight" in decayed) != bool(switches.get("tie_embeddings"))     # a tied unembedding is embed.tok
+    assert "blocks.0.attn.W_q.bias" in plain and "blocks.0.norm1.weight" in plain and "final_norm.weight" in plain
+    assert all(n.endswith(".bias") or "norm" in n for n in plain)
+    assert all(n.endswith(".weight") and "norm" not in n for n in decayed)
+
+
+def test_an_encoder_decoder_decays_the_same_kind_of_parameters():
+    from model import tasks
+    from model.seq2seq import EncoderDecoder
+    from model.trainer import PairTrainer
+    tok = tasks.tokenizer_for("reverse")
+    pairs = tasks.encode_pairs(tok, [("1 2 3", "3 2 1")], 8)
+    model = EncoderDecoder(replace(CFG, vocab_size=tok.vocab_size, max_len=8))
+    decayed, plain = PairTrainer(model, pairs, pairs, TrainConfig()).optimizer.param_groups
+    assert {p.dim() for p in decayed["params"]} == {2} and {p.dim() for p in plain["params"]} == {1}
+    assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
+    assert decayed["weight_decay"] == TrainConfig().weight_decay and plain["weight_decay"] == 0.0
+
+
+def test_sgd_keeps_its_l2_penalty_on_every_parameter():
+    trainer = make_trainer(optimizer="sgd", weight_decay=0.05)
+    (group,) = trainer.optimizer.param_groups
+    assert group["weight_decay"] == 0.05 and len(group["params"]) == len(list(trainer.model.parameters()))
 
 
 def test_label_smoothing_changes_the_loss_as_defined():
