@@ -162,6 +162,25 @@ def test_cosine_runs_from_minus_1_to_1_every_token_matches_itself_and_length_doe
     assert ("the √D scale changes nothing here" in em.cosine_math(v, a, b)) == v.bundle.model.cfg.embed_scale
 
 
+def test_in_tinytales_animals_sit_close_to_animals_and_feelings_close_to_feelings():
+    """intro "Training moved the tokens around until words that are used in the same way ended up near each other:
+    animals close to animals, feelings close to feelings" (hard-coded: true of tinytales, whose stories have
+    both; roses has neither kind of word)."""
+    v = bundled_view("tinytales")
+    assert "animals close to animals, feelings close to feelings" in " ".join(em.intro(v).split())
+    vocab = v.bundle.tokenizer.vocab
+    groups = {"animals": ["bear", "bird", "cat", "cow", "dog", "duck", "fox", "frog", "goat", "horse", "mouse", "owl",
+                          "pig", "puppy", "rabbit"],
+              "feelings": ["angry", "bored", "happy", "hungry", "sad", "scared", "sleepy", "tired"]}
+    W = em.embedding_matrix(v)
+    for name, words in groups.items():
+        assert all(w in vocab for w in words)
+        near = [set(em.neighbours(W, vocab.index(w), k=5)["id"]) for w in words]        # each word's 5 nearest
+        share = np.mean([len(n & {vocab.index(x) for x in words}) / 5 for n in near])
+        chance = (len(words) - 1) / (len(vocab) - 1)
+        assert share >= 0.5 and share > 5 * chance, (name, share)
+
+
 @pytest.mark.parametrize("key", ["roses", *LAB])
 def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     """pca_note "They keep **x%** of the spread (direction 1: a%, direction 2: b%); ... the other {D-2} directions"."""
