@@ -157,8 +157,9 @@ def transduce(bundle, text: str, beam_size: int = 1) -> str:
 def exact_match(bundle, data: list[tuple[str, str]], beam_size: int = 1) -> float:
     """The share of (source, target) pairs whose decoded target is exactly the expected one, token for token.
 
-    Greedy decoding (beam 1) is read from one teacher-forced pass (model/generate.py `exact_match`); a wider beam
-    has no such shortcut, so every source is decoded."""
+    Greedy decoding (beam 1) is read from one teacher-forced pass (model/generate.py `exact_match`), so every
+    pair must fit the model, <bos> and <eos> included (model/tasks.py `encode_pairs` refuses one that does not);
+    a wider beam has no such shortcut, so every source is decoded."""
     model, tok = bundle.model, bundle.tokenizer
     if beam_size > 1:
         right = sum(beam_search(model, tok.encode(s), beam_size).tokens == tok.encode(t) for s, t in data)
