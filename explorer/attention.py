@@ -444,17 +444,17 @@ def _knockout_search(v: View, trace: Trace, heads: tuple[tuple[int, int], ...]) 
 
 def experiments(layer: int, head: int, search: W.Search | None = None, query: int = -1) -> dict[str, Experiment]:
     """The what-if choices: knock out the chosen head, or the one that changes the query's forecast most (when
-    `search` names another), remove the √K scaling, lift the mask."""
+    `search` finds another that changes it visibly), remove the √K scaling, lift the mask."""
     options = {"chosen": W.knock_out_head(layer, head)}
-    if search is not None and search.best(query)[0] != options["chosen"]:
-        options["most"] = search.best(query)[0]
+    if search is not None and (most := W.most_that_shows(search, query)) not in (None, options["chosen"]):
+        options["most"] = most
     return options | {"scaling": W.REMOVE_SCALING, "mask": W.LIFT_MASK}
 
 
 def experiment_label(key: str, options: dict[str, Experiment], search: W.Search, query: int) -> str:
-    """A choice's words; the head that changes this forecast most says so."""
+    """A choice's words; the head that changes this forecast most, visibly, says so."""
     label = options[key].label
-    if key in ("chosen", "most") and options[key] == search.best(query)[0]:
+    if key in ("chosen", "most") and options[key] == W.most_that_shows(search, query):
         label += ", the head that matters most here"
     return label
 

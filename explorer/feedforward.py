@@ -353,14 +353,16 @@ def family(cfg) -> W.Family:
 
 def choices(layer: int, search: W.Search, position: int) -> dict[str, int]:
     """The what-if choices, as the layer whose feed-forward is skipped: the chosen layer, or the one whose
-    skipping changes the forecast after `position` most (when another)."""
-    best = search.experiments.index(search.best(position)[0])            # the search runs layer 0, 1, ...
-    return {"chosen": layer} if best == layer else {"chosen": layer, "most": best}
+    skipping changes the forecast after `position` most (when another, and visibly)."""
+    most = W.most_that_shows(search, position)
+    if most is None or most == experiment(layer):
+        return {"chosen": layer}
+    return {"chosen": layer, "most": search.experiments.index(most)}      # the search runs layer 0, 1, ...
 
 
 def choice_label(key: str, options: dict[str, int], search: W.Search, position: int) -> str:
     shown = experiment(options[key])
-    return shown.label + (", the one that matters most here" if shown == search.best(position)[0] else "")
+    return shown.label + (", the one that matters most here" if shown == W.most_that_shows(search, position) else "")
 
 
 def whatif_notes(view: View, search: W.Search, before, after, shown: W.Experiment, position: int):

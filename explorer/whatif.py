@@ -138,12 +138,18 @@ def search(view: View, trace, experiments: list[Experiment]) -> Search:
     return Search(tuple(experiments), np.stack(rows))
 
 
+def most_that_shows(search: Search, position: int) -> Experiment | None:
+    """The experiment of the family that changes the forecast after `position` most, if it changes it visibly."""
+    best, largest = search.best(position)
+    return best if largest >= VISIBLE else None
+
+
 def default_choice(search: Search, chosen: Experiment, position: int) -> str:
     """The what-if a page opens on: the student's own ("chosen"), unless it changes the forecast after `position`
     little and another of the family changes it visibly ("most"). When none does, the student's own stays, and
     the page says that no single one matters here (`search_notes`)."""
-    best, largest = search.best(position)
-    return "most" if search.change(chosen, position) < VISIBLE <= largest and best != chosen else "chosen"
+    most = most_that_shows(search, position)
+    return "most" if search.change(chosen, position) < VISIBLE and most not in (None, chosen) else "chosen"
 
 
 def at_most(largest: float) -> str:
