@@ -11,6 +11,7 @@ head knocked out, every layer's feed-forward skipped) and measures how much each
 sentence, and the words below say plainly when even the best of them changes little (`size_words`,
 `search_notes`).
 """
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -153,8 +154,9 @@ def default_choice(search: Search, chosen: Experiment, position: int) -> str:
 
 
 def at_most(largest: float) -> str:
-    """ "by more than **0.004**" for a change under VISIBLE, never a bare 0.00."""
-    return f"by more than **{largest:.3f}**" if largest >= 0.0005 else "by as much as **0.001**"
+    """A bound on a change under VISIBLE, never a bare 0.00: "by more than **0.004**" (rounded up, so that it is
+    a bound: 0.0031 is said as 0.004), or "by as much as **0.001**" for less than 0.0005."""
+    return f"by more than **{math.ceil(largest * 1000) / 1000:.3f}**" if largest >= 0.0005 else "by as much as **0.001**"
 
 
 LITTLE = "That changes little"       # the words that start `size_words` for a change under VISIBLE

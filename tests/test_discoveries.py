@@ -2,6 +2,7 @@
 independently of explorer/discoveries.py (one sentence at a time, plain loops); a model with permuted or
 fresh weights gets its own heads; the page asks, reveals and opens the page that shows it."""
 import copy
+import math
 
 import pytest
 import torch
@@ -407,7 +408,7 @@ def test_show_me_on_the_scaling_card_opens_the_what_if_without_the_square_root(c
     assert at.session_state["token"] == card.target.token
     change = card.facts["change"]
     said = (f"largest change of any word's probability is **{change:.2f}**" if change >= W.VISIBLE else
-            f"That changes little: no word's probability moves by more than **{change:.3f}**")
+            f"That changes little: no word's probability moves by more than **{math.ceil(change * 1000) / 1000:.3f}**")
     assert said in page_text(at)
 
 

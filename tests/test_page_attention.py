@@ -373,7 +373,7 @@ def expected_size(largest: float) -> str:
     """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
     if largest >= W.VISIBLE:
         return f"{largest:.2f}"
-    amount = f"more than **{largest:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
+    amount = f"more than **{math.ceil(largest * 1000) / 1000:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
     return f"That changes little: no word's probability moves by {amount}."
 
 
@@ -421,3 +421,14 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
     shown = (0, 0) if float(change[0, 0][t]) >= W.VISIBLE else (l, h)          # (l, h) is the best here
     assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in page_text(at)
     assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"      # now the change is there to see
+
+
+@pytest.mark.parametrize("largest", [0.0, 0.0004, 0.0005, 0.0012, 0.0031, 0.0499, 0.05, 0.387])
+def test_a_small_change_is_stated_as_a_true_bound_and_a_visible_one_as_its_value(largest):
+    said = W.size_words(largest)
+    number = float(re.search(r"\*\*([\d.]+)\*\*", said)[1])
+    if largest >= W.VISIBLE:
+        assert said == f"The largest change of any word's probability is **{largest:.2f}**."
+    else:
+        assert said.startswith("That changes little: no word's probability moves by")
+        assert number >= largest and number - largest <= 0.001 and number > 0      # a bound, never a bare 0.00

@@ -287,7 +287,7 @@ def expected_size(largest: float) -> str:
     """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
     if largest >= W.VISIBLE:
         return f"{largest:.2f}"
-    amount = f"more than **{largest:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
+    amount = f"more than **{math.ceil(largest * 1000) / 1000:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
     return f"That changes little: no word's probability moves by {amount}."
 
 
