@@ -59,7 +59,7 @@ SECTIONS = ["Expand, activate, contract", "Which neurons fire", "The strongest n
 
 HEATMAP_TEXT = {
     "relu": "ReLU never goes below 0, so every cell is 0 (dark) or positive: a neuron is either off or on.",
-    "gelu": ("GELU can be slightly negative (never below about −0.17), so blue cells are neurons gently "
+    "gelu": ("GELU can be slightly negative (never below about −0.17), so the faint blue cells are neurons gently "
              "pushed below zero; red cells are neurons that fire."),
 }
 
