@@ -236,8 +236,9 @@ def check_offered_sentence(at: AppTest, ref: Ref) -> None:
     """With unknown words, a bundled model offers a sentence of its own: one it knows every word of."""
     buttons = [b for b in at.button if b.key == "use_example"]
     Claims.count += 1
-    if not ref.unknown or (ref.bundle_name not in SENTENCES or ref.bundle_name in (GPT2_NAME, LAB_NAME)):
-        assert not buttons or ref.bundle.facts.get("example")
+    has_example = ref.bundle_name not in (GPT2_NAME, LAB_NAME) or bool(ref.bundle.facts.get("example"))
+    if not (ref.unknown and has_example):
+        assert not buttons, f"offers {buttons[0].label!r} though it reads every word, or has no sentence of its own"
         return
     [button] = buttons
     assert button.label.startswith(f"Use a sentence {ref.bundle_name} knows: “")
@@ -708,10 +709,11 @@ def at_most(largest: float) -> str:
 
 
 def check_bound(m: re.Match, group: int, largest: float, what: str) -> None:
-    if largest >= 0.0005:
-        shows(m[group], largest, what)
-    else:
-        assert largest < 0.001
+    """"No word's probability moves by more than X" is true (X is at least the largest change) and tight (within
+    the 0.001 its three decimals can say)."""
+    bound = value(m[group])
+    assert largest <= bound + 1e-9, f"{what}: the page says no more than {m[group]}, the model moves {largest!r}"
+    assert largest < 0.0005 or bound - largest < 0.001 + 1e-9, f"{what}: {m[group]} is no tight bound of {largest!r}"
 
 
 class Family:
@@ -726,6 +728,11 @@ class Family:
     def best(self, position: int) -> tuple[str, float]:
         e = int(self.change[:, position].argmax())
         return self.names[e], float(self.change[e, position])
+
+    def most_that_shows(self, position: int) -> str | None:
+        """The member that changes the forecast after `position` most, if it changes it visibly."""
+        best, largest = self.best(position)
+        return best if largest >= VISIBLE else None
 
     def best_anywhere(self) -> tuple[str, int, float]:
         e, t = divmod(int(self.change.argmax()), self.change.shape[1])
@@ -840,13 +847,13 @@ def check_attention_whatifs(at: AppTest, ref: Ref) -> None:
                     {f"head {h} of layer {l}": dict(edits=edits.knock_out_head(l, h)) for l, h in heads})
     radio = at.radio(key="attention_whatif")
     query = at.session_state["token"]
-    best = family.best(query)[0]
-    offered = [f"Knock out {name}" for name in dict.fromkeys([f"head {head} of layer {layer}", best])]
+    best = family.most_that_shows(query)
+    offered = [f"Knock out {name}" for name in dict.fromkeys([f"head {head} of layer {layer}", best]) if name]
     Claims.count += 1
     knockouts = [o.removesuffix(", the head that matters most here") for o in radio.options if o.startswith("Knock")]
-    assert knockouts == offered                                     # the chosen head, and the one that matters most
+    assert knockouts == offered                     # the chosen head, and the one that matters most (if visibly)
     assert [o for o in radio.options if o.endswith(", the head that matters most here")] == \
-        [f"Knock out {best}, the head that matters most here"]
+        ([f"Knock out {best}, the head that matters most here"] if best else [])
     for choice in radio_choices(radio):
         at.radio(key="attention_whatif").set_value(choice).run()
         label = at.radio(key="attention_whatif").options[at.radio(key="attention_whatif").index]
@@ -970,13 +977,13 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     token = at.session_state["token"]
     family = Family(ref, "layer's feed-forward", "skipping", f"the {ref.L} layers' feed-forward networks",
                     {f"the feed-forward of layer {l}": dict(edits=edits.skip_mlp(l)) for l in range(ref.L)})
-    best = family.best(token)[0]
+    best = family.most_that_shows(token)
     radio = at.radio(key="ffn_whatif")
-    offered = [f"Skip {name}" for name in dict.fromkeys([f"the feed-forward of layer {layer}", best])]
+    offered = [f"Skip {name}" for name in dict.fromkeys([f"the feed-forward of layer {layer}", best]) if name]
     Claims.count += 1
     assert [o.removesuffix(", the one that matters most here") for o in radio.options] == offered
     assert [o for o in radio.options if o.endswith("matters most here")] == \
-        [f"Skip {best}, the one that matters most here"]
+        ([f"Skip {best}, the one that matters most here"] if best else [])
     for choice in radio_choices(radio):
         at.radio(key="ffn_whatif").set_value(choice).run()
         label = at.radio(key="ffn_whatif").options[at.radio(key="ffn_whatif").index]
