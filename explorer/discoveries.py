@@ -660,8 +660,8 @@ def go_back() -> None:
 
 
 def way_back() -> None:
-    """Open a page a click asked for, then offer the way back to the student's own sentence in the sidebar, while
-    the view is still the one a discovery's "Show me" opened."""
+    """Open a page a click asked for, then offer the way back to the student's own sentence (a button under the
+    page's title), while the view is still the one a discovery's "Show me" opened."""
     switch_if_asked()
     saved = st.session_state.get(BACK)
     if saved is None:
@@ -671,10 +671,10 @@ def way_back() -> None:
         return
     model, text = saved["reading"]
     short = text if len(text) <= 40 else text[:40] + "…"
-    st.sidebar.button(f"Back to your sentence: {quote(short)}", key="discovery_back", on_click=go_back,
-                      icon=":material/undo:", width="stretch",
-                      help=f"Reopens the {BY_SLUG[saved['page']].title} page with model {quote(model)}, your sentence "
-                           "and your choices, as they were before “Show me”.")
+    st.button(f"Back to your sentence: {quote(short)}", key="discovery_back", on_click=go_back,
+              icon=":material/undo:",
+              help=f"Reopens the {BY_SLUG[saved['page']].title} page with model {quote(model)}, your sentence and your "
+                   "choices, as they were before “Show me”.")
 
 
 def guesses() -> dict:

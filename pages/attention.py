@@ -17,9 +17,9 @@ def look_at(position: int) -> None:
 
 
 v = view()
-D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
 cfg = v.bundle.model.cfg
 page_header("attention", v)
+D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
 explanation(v, A.INTRO)
 trace = require_trace(v, "attention")
 

@@ -5,9 +5,10 @@ from explorer import discoveries as D
 from explorer.layout import chart, explanation, page_header, step_nav
 from explorer.state import get_bundle, view
 
-D.way_back()                        # "Show me" was pressed: open its page; or offer the way back to your sentence
+D.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
 v = view()
 page_header("discoveries", v)
+D.way_back()                        # after a "Show me": one click back to your own sentence
 explanation(v, D.INTRO, title="How these were found")
 name, notice = D.subject_model(v.name)
 if notice:

@@ -89,7 +89,7 @@ def test_back_to_your_sentence_restores_the_model_sentence_and_page_after_show_m
     wait_until_run(tab)
     sidebar = tab.locator("[data-testid='stSidebar']")
     expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(D.PRONOUN_SENTENCE)
-    back = sidebar.get_by_role("button", name="Back to your sentence: “roses are red”")
+    back = tab.get_by_role("button", name="Back to your sentence: “roses are red”")
     expect(back).to_be_visible()
     back.click()
     tab.wait_for_url(lambda url: "/discoveries" in url and "model=roses" in url)
@@ -97,5 +97,5 @@ def test_back_to_your_sentence_restores_the_model_sentence_and_page_after_show_m
     expect(sidebar.locator("input[aria-label='Model']")).to_have_value("roses")
     expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value("roses are red")
     expect(tab.get_by_role("heading", name="Discoveries")).to_be_visible()
-    expect(sidebar.get_by_role("button", name="Back to your sentence: “roses are red”")).to_have_count(0)
+    expect(tab.get_by_role("button", name="Back to your sentence: “roses are red”")).to_have_count(0)
     assert tab.locator("[data-testid='stException']").count() == 0
