@@ -9,8 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from model import tasks
-from model.scope import OUTSIDE, Scope, scope_of
+from model.scope import NOT_RECORDED, OUTSIDE, Scope, scope_of
 
+from .plot import visible
 from .view import View, quote
 
 NAMED_AT_MOST = 8          # unknown words named in a notice; the rest are counted
@@ -43,15 +44,16 @@ def words_title(view: View) -> str:
 
 def words_markdown(scope: Scope) -> str:
     """Every token a student can type, in a line of Markdown (each escaped)."""
-    return " · ".join(quote(w)[1:-1] or "␣" for w in scope.words)
+    return " · ".join(quote(visible(w))[1:-1] for w in scope.words)       # a space as ␣, "." as ⟨.⟩
 
 
 def training_line(view: View) -> str:
     """One line of what the model learned from and how much it reads."""
     scope = scope_of(view.bundle)
     lengths = (f" Lists of {scope.lengths[0]} to {scope.lengths[1]} digits." if scope.lengths else "")
-    return (f"**{view.name}** was trained on {scope.training_data}.{lengths} It reads at most "
-            f"{scope.context:,} tokens.")
+    learned = (f"was trained on {scope.training_data}." if scope.training_data != NOT_RECORDED
+               else "does not say what it was trained on (its file records nothing about its training data).")
+    return f"**{quote(view.name)[1:-1]}** {learned}{lengths} It reads at most {scope.context:,} tokens."
 
 
 # --- encoder-decoders: is the source one the model learned to answer? -----------------------------------

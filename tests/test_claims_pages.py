@@ -33,6 +33,7 @@ from streamlit.testing.v1 import AppTest
 
 from claims_support import LAB, bundled, lab_bundle
 from conftest import APP, decode, figure_titled, page_text, show_section
+from explorer.plot import visible
 from explorer.view import DEFAULT_SENTENCE, quote
 from model import edits
 from model.tokenizers import UNK
@@ -226,10 +227,8 @@ def check_word_list(c: Claims, at: AppTest, ref: Ref) -> None:
     assert panel.label == f"The {len(words):,} {unit}s {ref.bundle_name} knows"
     [listed] = [m.value for m in panel.markdown]
     shown = [w.strip() for w in listed.split("·")]
-    # Every word is listed (escaped for Markdown). A whitespace token (the char model's space) is written as
-    # itself, so the Markdown drops it: counted here only as an empty entry (reported with issue 20).
-    assert [w for w in shown if w] == [quote(w)[1:-1] for w in words if w.strip()]
-    assert len(shown) == len(words)
+    # Every word is listed as the charts label it (a space as ␣, "." as ⟨.⟩), escaped for Markdown.
+    assert shown == [quote(visible(w))[1:-1] for w in words]
 
 
 def check_offered_sentence(at: AppTest, ref: Ref) -> None:

@@ -14,7 +14,7 @@ from model import corpora, tasks
 from model.checkpoint import Bundle, from_bytes, load_bundled, to_bytes
 from model.inputs import prepare_text
 from model.scope import KNOWN_DATA, NOT_RECORDED, scope_of, strip_final_punctuation
-from model.tokenizers import UNK
+from explorer.plot import visible
 
 
 @pytest.mark.parametrize("name", ["tinytales", "roses", "sort", "translate"])
@@ -76,7 +76,7 @@ def test_the_unknown_words_are_named_and_the_word_list_opens():
     words = scope_of(load_bundled("tinytales")).words
     [listing] = [e for e in at.expander if e.label == f"The {len(words)} words tinytales knows"]
     shown = listing.markdown[0].value.split(" · ")
-    assert [w.replace("\\", "") for w in shown] == list(words)
+    assert [w.replace("\\", "") for w in shown] == [visible(w) for w in words]
     assert "zebra" not in shown and "cat" in shown
 
 
@@ -107,3 +107,13 @@ def test_a_final_full_stop_and_capitals_are_read_as_a_student_types_them():
     assert "The final “\\.” was left out" in page_text(at) or "The final “.” was left out" in page_text(at)
     written = v.bundle.tokenizer.decode(v.trace["target"][0, 1:].tolist())
     assert written == tasks.translate("the red cat sleeps") == "le chat rouge dort"
+
+
+def test_the_home_page_says_what_the_model_learned_or_that_its_file_does_not_say():
+    at = open_page("home")
+    assert f"**tinytales** was trained on {KNOWN_DATA['tinytales']}. It reads at most 32 tokens." in page_text(at)
+    at.session_state["trained_models"] = {"upload: mine": lab_bundle()}           # a file that records nothing
+    at.run()
+    at.selectbox(key="model").set_value("upload: mine").run()
+    assert ("**upload: mine** does not say what it was trained on (its file records nothing about its training "
+            "data). It reads at most 32 tokens.") in page_text(at)
