@@ -115,5 +115,5 @@ def test_the_home_page_says_what_the_model_learned_or_that_its_file_does_not_say
     at.session_state["trained_models"] = {"upload: mine": lab_bundle()}           # a file that records nothing
     at.run()
     at.selectbox(key="model").set_value("upload: mine").run()
-    assert ("**upload: mine** does not say what it was trained on (its file records nothing about its training "
+    assert ("**upload\\: mine** does not say what it was trained on (its file records nothing about its training "
             "data). It reads at most 32 tokens.") in page_text(at)
