@@ -143,6 +143,12 @@ def _quoted(words) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
+def _or(adjectives) -> str:
+    """small, big or old."""
+    names = [a.english for a in adjectives]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def _parse(words: list[str]) -> tuple[str | None, str | None]:
     """(the grammar's French, None) for lowercased English words it makes, else (None, why not: one sentence)."""
     nouns = {n.english: (n, False) for n in NOUNS} | {n.plural: (n, True) for n in NOUNS}
@@ -212,11 +218,6 @@ def _parse(words: list[str]) -> tuple[str | None, str | None]:
         return None, f"The grammar ends the sentence after its object (“{obj[3]}”); “{' '.join(words[obj[2]:])}” " \
                      "is more."
     return " ".join(french + obj[0]), None
-
-
-def _or(adjectives) -> str:
-    names = [a.english for a in adjectives]
-    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def translate(english: str) -> str | None:
@@ -301,6 +302,12 @@ def training_data(task: str, n: int, lengths: tuple[int, int] = DEFAULT_LENGTHS)
 
 
 # --- what a task's model knows, and whether a typed source is inside it ----------------------------------------
+
+def _english_words() -> set[str]:
+    """Every English word of the grammar."""
+    return {w for n in NOUNS for w in (n.english, n.plural)} | {a.english for a in ADJECTIVES} \
+        | {w for v in VERBS for w in (v.english, v.plural)} | set(ENGLISH_ARTICLES)
+
 
 def lexicon(task: str) -> list[dict]:
     """Every word a task's model learned, one row each (a table a student reads). For translate: kind (noun,
@@ -394,12 +401,6 @@ def check_source(task: str, source: str, lengths: tuple[int, int] | None = None)
         problems.append(f"{len(words)} digit{'s' * (len(words) != 1)}: the model was trained on lists of "
                         f"{lengths[0]} to {lengths[1]} digits.")
     return SourceCheck(unknown, right, tuple(problems))
-
-
-def _english_words() -> set[str]:
-    """Every English word of the grammar."""
-    return {w for n in NOUNS for w in (n.english, n.plural)} | {a.english for a in ADJECTIVES} \
-        | {w for v in VERBS for w in (v.english, v.plural)} | set(ENGLISH_ARTICLES)
 
 
 # --- tokens -------------------------------------------------------------------------------------------------
