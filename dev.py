@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Set up and run Transformer Explorer with nothing but Python 3.11+ installed.
 
-    python3 dev.py run     create .venv if needed, install requirements.txt, start the app
-    python3 dev.py test    the same with requirements-dev.txt, then run every test (pytest)
-    python3 dev.py bench   the speed benchmark (python -m bench)
+    python3 dev.py run             create .venv if needed, install requirements.txt, start the app
+    python3 dev.py test            the same with requirements-dev.txt, then run every test (pytest; what CI runs)
+    python3 dev.py test --quick    every test but the real-browser and slow ones (under 2 minutes on 2 cores)
+    python3 dev.py bench           the speed benchmark (python -m bench); exits 1 when a target is missed
+    python3 dev.py bench --only pages    one area of it (model, pages, lab, load, memory, browser, gpt2)
 
 Extra arguments are passed on (`python3 dev.py test -k tokenizer`). Packages are installed again only
 when the requirements files change.
@@ -18,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+QUICK = "not browser and not slow"       # pytest's markers (pytest.ini; tests/conftest.py marks the tests)
 
 
 def requirements_digest(path: Path) -> str:
@@ -59,6 +62,8 @@ def main(argv: list[str]) -> int:
         args = ["-m", "streamlit", "run", "streamlit_app.py", *extra]
     elif command == "test":
         ensure_env("requirements-dev.txt")
+        if "--quick" in extra:
+            extra = ["-m", QUICK, *[arg for arg in extra if arg != "--quick"]]
         args = ["-m", "pytest", *extra]
     elif command == "bench":
         ensure_env("requirements-dev.txt")

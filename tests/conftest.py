@@ -1,6 +1,13 @@
-"""Shared test helpers: run the app (or one page of it) with AppTest and read its charts."""
+"""Shared test helpers: run the app (or one page of it) with AppTest and read its charts.
+
+Markers (pytest.ini), set here so that test files need no decorator: `browser` (a real server and Chromium:
+every test in a test_browser*.py file or using one of BROWSER_FIXTURES), `slow` (the slowest of the others,
+listed in SLOW) and `fresh_cache` (the test starts, and ends, with an empty st.cache_resource; listed in
+FRESH_CACHE). The quick loop, `python3 dev.py test --quick`, is `pytest -m "not browser and not slow"`.
+"""
 import base64
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +25,68 @@ APP = str(ROOT / "streamlit_app.py")
 # round float32 sums differently (a relative 3e-6), more than the tests' exact-value tolerance.
 torch.set_num_threads(1)
 
+# Every wait in a real browser (Playwright's expect and a tab's own actions) gives up after this long: generous,
+# so that a busy 2-core machine turns nothing red (a rerun after a click took longer than Playwright's 5 s there).
+BROWSER_TIMEOUT_MS = 30_000
+BROWSER_FIXTURES = {"tab", "app_url", "live_server", "chromium", "browser_context", "playwright_driver"}
+
+# Tests that need st.cache_resource empty when they start: they count what the app builds or loads, or put
+# what later tests must not see into the server-wide caches. Every other test shares the session's caches, as
+# one server's visitors do, so each bundled model is loaded once per test session.
+FRESH_CACHE = [
+    "tests/test_page_attention.py::test_a_new_sentence_builds_only_the_open_sections_head_figure",   # counts builds
+]
+
+# The slowest tests that need no browser, left out of the quick loop: together about two thirds of the
+# non-browser suite's time (`pytest -m "not browser" --durations=30` shows them). A file name marks all its tests.
+SLOW = [
+    "tests/test_bundled_seq2seq.py::test_the_sort_checkpoint_is_reproduced_by_the_training_command",   # trains sort
+    "tests/test_bundled_seq2seq.py::test_each_meets_its_exact_match_on_held_out_pairs_and_is_small",
+    "tests/test_bundled.py::test_the_roses_checkpoint_is_reproduced_by_the_training_command",
+    "tests/test_lab_positions.py::test_without_positions_the_model_cannot_reverse_and_with_them_it_can",
+    "tests/test_lab_lengths.py::test_the_experiment_trains_on_3_to_8_digits_and_shows_exact_match_by_length_up_to_14",
+    "tests/test_lab_encoder_decoder.py::test_a_lab_sort_run_learns_to_sort_held_out_lists",
+    "tests/test_lab_encoder_decoder.py::test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page",
+    "tests/test_lab.py::test_a_session_keeps_at_most_four_runs",
+    "tests/test_lab.py::test_start_step_pause_reset_drive_a_real_run_whose_loss_falls",
+    "tests/test_lab.py::test_training_in_one_session_leaves_the_bundled_model_bit_for_bit_unchanged",
+    "tests/test_claims_pages.py::test_every_claim_on_every_step_page_is_what_the_model_computes",    # 12 sweeps
+    "tests/test_hostile.py",                         # hypothesis: generated sentences and links on every page
+    "tests/test_gpt2_app.py",                        # loads GPT-2's shape for each test
+    "tests/test_pretrained.py::test_a_gpt2_shaped_model_round_trips_through_our_files_with_the_tie_kept",
+    "tests/test_tasks.py::test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding",
+]
+
+
+def _listed(item, names: list[str]) -> bool:
+    test = item.nodeid.split("[", 1)[0]               # "tests/test_x.py::test_y", without parameters
+    return test in names or test.split("::", 1)[0] in names
+
+
+@pytest.hookimpl(tryfirst=True)                        # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark browser, slow and fresh-cache tests; warn about a listed test that no longer exists."""
+    for item in items:
+        if item.path.name.startswith("test_browser") or BROWSER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.browser)
+        if _listed(item, SLOW):
+            item.add_marker(pytest.mark.slow)
+        if _listed(item, FRESH_CACHE):
+            item.add_marker(pytest.mark.fresh_cache)
+    files = {item.nodeid.split("::", 1)[0] for item in items}
+    tests = {item.nodeid.split("[", 1)[0] for item in items}
+    for name in SLOW + FRESH_CACHE:
+        if "::" in name and name.split("::", 1)[0] in files and name not in tests:
+            warnings.warn(f"tests/conftest.py lists {name}, which is not a test any more", pytest.PytestWarning)
+
+
+@pytest.fixture
+def fresh_cache():
+    """An empty st.cache_resource (models, traces, figures) for this test, emptied again after it."""
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
 
 @pytest.fixture(autouse=True)
 def _pages_run_through_the_entry_point(monkeypatch):
@@ -32,8 +101,14 @@ def _pages_run_through_the_entry_point(monkeypatch):
         pages_manager.PagesManager.uses_pages_directory = False
 
     monkeypatch.setattr(pages_manager.PagesManager, "__init__", init)
-    st.cache_resource.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache_when_marked(request):
+    """A test marked fresh_cache (FRESH_CACHE) gets the fresh_cache fixture without asking for it."""
+    if request.node.get_closest_marker("fresh_cache"):
+        request.getfixturevalue("fresh_cache")
 
 
 def open_page(slug: str = "home", open_math: bool = True, **query) -> AppTest:
@@ -167,6 +242,8 @@ def playwright_driver():
         if _in_ci():
             pytest.fail("the browser tests must run in CI: " + message)
         pytest.skip(message)
+    from playwright.sync_api import expect
+    expect.set_options(timeout=BROWSER_TIMEOUT_MS)
     with sync_playwright() as playwright:
         yield playwright
 
@@ -191,7 +268,7 @@ def browser_context(chromium):
 def tab(browser_context, app_url):
     """A fresh tab (a new Streamlit session) that records any JavaScript dialog it is shown."""
     page = browser_context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.dialogs = []
 
     def on_dialog(dialog):

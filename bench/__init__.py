@@ -1,0 +1,24 @@
+"""The speed and memory benchmark: `python3 dev.py bench` (or `python -m bench` inside .venv).
+
+One module per area, each with `run(report)`; every target is in bench/targets.py. The areas, in the order
+they run:
+
+    model     the model core: full trace vs plain forward, Trainer.step and PairTrainer.step vs plain loops,
+              the roses preset to loss 0.05
+    pages     every page's server-side script run (AppTest), the temperature slider, the encoder-decoder page
+    lab       the training lab's ticks vs a plain loop, roses with the lab's defaults, the sort run
+    load      a real server and Chromium: cold start, typing latency with 10 visitors (2 of them training);
+              the server-side cost of an update while trainings tick
+    memory    a real server's memory: first visitor, 10 idle, 10 exploring, 2 training
+    browser   charts the browser builds per update, Chromium's CPU on a training tab
+    gpt2      GPT-2 small's shape from a disk cache: trace, load, pages, server memory, cold start
+
+    python -m bench                      every area
+    python -m bench --only model,pages   some areas
+    python -m bench --target pages.slowest_ms=20     one target changed for this run (to see a miss)
+
+Comparisons are measured side by side in one run, interleaved, so a busy machine slows both sides alike;
+the ratios are what to read. The run ends with a summary table of every target of the areas that ran, and
+exits with status 1 when one is missed or could not be measured.
+"""
+AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2")

@@ -1,0 +1,126 @@
+"""The model core: the full trace against a plain forward pass, the trainers against plain PyTorch loops,
+and the roses preset trained to a low loss. Computed with torch's default thread count, but for the
+encoder-decoder's trainer: one thread, as the lab trains it on the server."""
+import time
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from .report import Report
+from .timing import DEFAULT_THREADS, interleaved, torch_threads
+
+AREA = "model"
+
+
+def run(report: Report) -> None:
+    with torch_threads(DEFAULT_THREADS):
+        roses(report)          # first, so it pays for the process's first optimizer creation as a visitor would
+        trace(report)
+        trainer(report)
+    with torch_threads(1):
+        pair_trainer(report)
+
+
+def trace(report: Report) -> None:
+    """model.run() (every intermediate recorded) against model(x), tinytales, 32 tokens."""
+    from model import corpora
+    from model.checkpoint import load_bundled
+
+    bundle = load_bundled("tinytales")
+    model = bundle.model
+    ids = bundle.tokenizer.encode(corpora.tiny_tales(20, seed=123))[:32]
+    x = torch.tensor([ids])                                                   # (1, 32)
+    with torch.no_grad():
+        t = interleaved({"forward": lambda: model(x), "run": lambda: model.run(x)}, reps=300)
+    ratio = report.record("model.trace_ratio", t["run"] / t["forward"])
+    report.line(AREA, f"trace: run() {t['run'] * 1e3:.3f} ms vs forward {t['forward'] * 1e3:.3f} ms = {ratio:.2f}x")
+
+
+def trainer(report: Report, steps_per_call: int = 10) -> None:
+    """Trainer.step against a minimal PyTorch loop on the same model shape and batch (and with clipping)."""
+    from model.presets import PRESETS, build
+    from model.trainer import TrainConfig, Trainer, make_batch
+    from model.transformer import TransformerLM
+
+    preset = PRESETS["tinytales"]
+    tokenizer, cfg, train_ids, val_ids = build(preset)
+    recipe = TrainConfig(batch_size=preset.train.batch_size, lr=preset.train.lr, grad_clip=0.0)
+    torch.manual_seed(0)
+    ours = Trainer(TransformerLM(cfg), train_ids, val_ids, recipe)
+    clipped = Trainer(TransformerLM(cfg), train_ids, val_ids, preset.train)
+    torch.manual_seed(0)
+    plain_model = TransformerLM(cfg).train()
+    optimizer = torch.optim.AdamW(plain_model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    x, y = make_batch(train_ids, recipe.batch_size, cfg.max_len, torch.Generator().manual_seed(0))
+
+    def plain_steps():
+        for _ in range(steps_per_call):
+            logits = plain_model(x)                                           # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    t = interleaved({"plain": plain_steps, "trainer": lambda: ours.step(steps_per_call),
+                     "clipped": lambda: clipped.step(steps_per_call)}, reps=30, warmup=3)
+    rate = {k: steps_per_call / v for k, v in t.items()}
+    ratio = report.record("model.trainer_ratio", rate["trainer"] / rate["plain"])
+    report.line(AREA, f"trainer: Trainer.step {rate['trainer']:.0f} steps/s vs plain loop {rate['plain']:.0f} steps/s "
+                      f"= {ratio:.2f}x; with the preset's gradient clipping {rate['clipped']:.0f} steps/s "
+                      f"({rate['clipped'] / rate['plain']:.2f}x)  [batch {recipe.batch_size} x {cfg.max_len} tokens]")
+
+
+def roses(report: Report, target_loss: float = 0.05) -> None:
+    """Wall time for the roses preset, from building its data, to reach validation loss `target_loss`."""
+    from model.presets import PRESETS, build
+    from model.trainer import Trainer
+    from model.transformer import TransformerLM
+
+    preset = PRESETS["roses"]
+    start = time.perf_counter()
+    tokenizer, cfg, train_ids, val_ids = build(preset)
+    torch.manual_seed(0)
+    trainer = Trainer(TransformerLM(cfg), train_ids, val_ids, preset.train)
+    val_loss = float("inf")
+    while val_loss > target_loss and trainer.steps_done < preset.train.steps:
+        trainer.step(10)
+        val_loss, _ = trainer.evaluate()
+    seconds = time.perf_counter() - start
+    report.record("model.roses_s", seconds if val_loss <= target_loss else float("inf"))      # inf: never
+    report.line(AREA, f"roses: validation loss {val_loss:.4f} after {trainer.steps_done} steps in {seconds:.1f} s")
+
+
+def pair_trainer(report: Report, steps_per_call: int = 10) -> None:
+    """PairTrainer.step against a plain teacher-forcing loop, same model shape and batch (sort)."""
+    from model import tasks
+    from model.config import ModelConfig
+    from model.presets import SEQ2SEQ_PRESETS
+    from model.seq2seq import EncoderDecoder
+    from model.trainer import PairTrainer
+
+    preset = SEQ2SEQ_PRESETS["sort"]
+    tokenizer = tasks.tokenizer_for("sort")
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, **preset.model)
+    data = tasks.encode_pairs(tokenizer, tasks.pairs("sort", 2_000), cfg.max_len)
+    recipe = replace(preset.train, grad_clip=0.0)
+    torch.manual_seed(0)
+    ours = PairTrainer(EncoderDecoder(cfg), data, data, recipe)
+    torch.manual_seed(0)
+    plain_model = EncoderDecoder(cfg).train()
+    optimizer = torch.optim.AdamW(plain_model.parameters(), lr=1e-3, weight_decay=0.0)
+    (src, tgt_in), labels = ours.batch()
+
+    def plain_steps():
+        for _ in range(steps_per_call):
+            logits = plain_model(src, tgt_in)                                          # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, label_smoothing=0.1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    t = interleaved({"plain": plain_steps, "trainer": lambda: ours.step(steps_per_call)}, reps=20, warmup=3)
+    rate = {k: steps_per_call / v for k, v in t.items()}
+    ratio = report.record("model.pair_trainer_ratio", rate["trainer"] / rate["plain"])
+    report.line(AREA, f"encoder-decoder: PairTrainer.step {rate['trainer']:.0f} steps/s vs plain teacher-forcing "
+                      f"loop {rate['plain']:.0f} steps/s = {ratio:.2f}x (1 thread)")

@@ -1,0 +1,81 @@
+"""Every target of the benchmark, in one table: what is measured, the figure it must stay under (or above).
+
+An area (bench/<area>.py) records a figure under a target's key; `python -m bench` compares them at the end.
+The targets come from the issues that asked for each speed; the figures measured live in the README and in
+the benchmark's own output, never here.
+"""
+from dataclasses import dataclass
+
+AT_MOST, AT_LEAST = "at most", "at least"
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str            # "<area>.<name>": the area (bench/<area>.py) that measures it
+    measure: str        # what is measured, in words
+    limit: float
+    direction: str      # AT_MOST or AT_LEAST
+    unit: str = ""      # "ms", "s", "MB", "x", ...
+
+    @property
+    def area(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    def met(self, figure: float) -> bool:
+        return figure <= self.limit if self.direction == AT_MOST else figure >= self.limit
+
+    def describe(self) -> str:
+        return f"{self.direction} {format_figure(self.limit, self.unit)}"
+
+
+def format_figure(value: float, unit: str = "") -> str:
+    """A figure as the tables print it: 0.58 ms, 1.19x, 1,264 MB, 0."""
+    if value != value or value in (float("inf"), float("-inf")):         # NaN or infinite: never reached
+        return "never"
+    digits = 0 if abs(value) >= 100 else 2 if abs(value) < 10 else 1
+    text = f"{value:,.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text + unit if unit == "x" else f"{text} {unit}".rstrip()
+
+
+TARGETS = [
+    # model: the model core (bench/model.py)
+    Target("model.trace_ratio", "model.run() with the full trace vs plain forward (tinytales, 32 tokens)",
+           1.5, AT_MOST, "x"),
+    Target("model.trainer_ratio", "Trainer.step() vs a minimal PyTorch loop (tinytales, same model and batch)",
+           0.9, AT_LEAST, "x"),
+    Target("model.roses_s", "roses preset to validation loss 0.05", 20, AT_MOST, "s"),
+    Target("model.pair_trainer_ratio", "PairTrainer.step vs a plain teacher-forcing loop (sort, same batch)",
+           0.9, AT_LEAST, "x"),
+    # pages: server-side script runs in AppTest (bench/pages.py)
+    Target("pages.slowest_ms", "slowest page's script run (tinytales, 11 words; translate on encoder-decoder)",
+           60, AT_MOST, "ms"),
+    Target("pages.slider_model_runs", "model runs when the temperature slider moves (prediction page)",
+           0, AT_MOST),
+    Target("pages.encoder_decoder_ms", "encoder-decoder page's script run (slower of translate and sort)",
+           150, AT_MOST, "ms"),
+    # lab: the training lab (bench/lab.py)
+    Target("lab.tick_ratio", "training lab ticks vs a plain PyTorch loop (same model)", 0.8, AT_LEAST, "x"),
+    Target("lab.roses_s", "roses with the lab's defaults to validation loss 0.05", 30, AT_MOST, "s"),
+    Target("lab.sort_s", "the lab's sort run to 99% held-out exact match", 60, AT_MOST, "s"),
+    # load: a real server, 10 visitors in Chromium (bench/load.py)
+    Target("load.p95_s", "typing to the page redrawn, p95, 10 sessions, nobody training", 0.5, AT_MOST, "s"),
+    Target("load.p95_training_s", "typing to the page redrawn, p95, 10 sessions, 2 training", 0.8, AT_MOST, "s"),
+    # memory: a real server's resident memory (bench/memory.py)
+    Target("memory.training_mb", "server memory, 10 visitors exploring and 2 training", 1500, AT_MOST, "MB"),
+    # browser: what Chromium does per update (bench/browser.py)
+    Target("browser.charts_built", "charts built from scratch per chart shown, per update (worst page)",
+           1.2, AT_MOST),
+    Target("browser.training_cores", "Chromium's CPU on a training tab, after its first 10 s", 0.3, AT_MOST,
+           "cores"),
+    # gpt2: GPT-2 small's shape with random weights from a disk cache (bench/gpt2.py)
+    Target("gpt2.trace_ms", "GPT-2 full trace, 32 tokens, 1 thread", 250, AT_MOST, "ms"),
+    Target("gpt2.trace_ratio", "GPT-2 full trace vs plain forward", 1.15, AT_MOST, "x"),
+    Target("gpt2.first_page_s", "first page with GPT-2 picked (load + first trace, AppTest)", 10, AT_MOST, "s"),
+    Target("gpt2.slowest_page_ms", "slowest page's script run with GPT-2's trace cached", 150, AT_MOST, "ms"),
+    Target("gpt2.server_first_page_s", "picking GPT-2 to its first page drawn in Chromium", 10, AT_MOST, "s"),
+    Target("gpt2.server_mb", "server memory with 10 visitors exploring GPT-2", 1300, AT_MOST, "MB"),
+    Target("gpt2.loader_at_cold_start", "GPT-2's loader or transformers imported before anyone picks GPT-2",
+           0, AT_MOST),
+]
