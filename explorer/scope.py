@@ -12,7 +12,7 @@ from model import tasks
 from model.scope import NOT_RECORDED, OUTSIDE, Scope, scope_of
 
 from .plot import visible
-from .view import View, quote
+from .view import View, escape, quote
 
 NAMED_AT_MOST = 8          # unknown words named in a notice; the rest are counted
 
@@ -63,14 +63,12 @@ def source_check(view: View) -> tasks.SourceCheck | None:
     scope = scope_of(view.bundle)
     if scope.task is None or not view.text.strip():
         return None
-    if not hasattr(tasks, "check_source"):        # TEMPORARY until model.tasks.check_source lands (issue 20)
-        return None
     return tasks.check_source(scope.task, view.text, scope.lengths)
 
 
 def outside_text(check: tasks.SourceCheck) -> str:
     """The flag beside the answer: why this source is outside what the model learned, and what that means."""
-    reasons = " ".join(check.problems)
+    reasons = " ".join(escape(problem) for problem in check.problems)          # they quote what was typed
     return f"**Outside what this model learned.** {reasons}\n\n{OUTSIDE}"
 
 
@@ -88,7 +86,7 @@ def grammar_line() -> str:
     before = [a.english for a in tasks.ADJECTIVES if getattr(a, "before_noun", False)]
     after = [a.english for a in tasks.ADJECTIVES if not getattr(a, "before_noun", False)]
     objects = sum(v.transitive for v in tasks.VERBS)
-    return (f"It learned one small grammar: *the* or *a*, perhaps an adjective, a noun, a verb, and for "
+    return (f"It learned one small grammar: *the* or *a*, up to two adjectives, a noun, a verb, and for "
             f"{objects} of the {len(tasks.VERBS)} verbs an object made the same way. {len(tasks.NOUNS)} nouns, "
             f"{len(tasks.VERBS)} verbs and {len(tasks.ADJECTIVES)} adjectives: "
             + (f"{len(before)} that French puts before the noun ({', '.join(before)}) and " if before else "")
@@ -108,4 +106,4 @@ def digits_line(view: View) -> str:
 
 def lexicon_table(task: str) -> pd.DataFrame:
     """The task's lexicon (model.tasks.lexicon) as a table a student reads."""
-    return pd.DataFrame(tasks.lexicon(task) if hasattr(tasks, "lexicon") else [])   # TEMPORARY guard (issue 20)
+    return pd.DataFrame(tasks.lexicon(task))

@@ -388,16 +388,14 @@ def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
         train_pairs = tasks.pairs(task, LAB_PAIRS, seed)
         held_out = tasks.held_out(task, LAB_HELD_OUT, train_pairs, seed + 1_000)
         lengths = None
-        data = (f"{len(train_pairs):,} English sentences made from a small grammar ({len(tasks.NOUNS)} nouns, "
-                f"{len(tasks.ADJECTIVES)} colours, {len(tasks.VERBS)} verbs) and their French translations")
+        data = tasks.training_data(task, len(train_pairs))
     else:
         train_pairs = digit_pairs(task, LAB_PAIRS, seed, DIGIT_LENGTHS)
         held_out = unseen_pairs(digit_pairs(task, 4 * LAB_HELD_OUT, seed + 1_000, DIGIT_LENGTHS), train_pairs,
                                 LAB_HELD_OUT)
         sizes = [len(source.split()) for source, _ in train_pairs]
         lengths = (min(sizes), max(sizes))
-        data = (f"{len(train_pairs):,} random lists of {lengths[0]} to {lengths[1]} digits and their "
-                f"{'sorted' if task == 'sort' else 'reversed'} versions")
+        data = tasks.training_data(task, len(train_pairs), lengths)
     torch.manual_seed(seed)
     trainer = PairTrainer(EncoderDecoder(cfg), tasks.encode_pairs(tokenizer, train_pairs, cfg.max_len),
                           tasks.encode_pairs(tokenizer, held_out, cfg.max_len), replace(setup.train, seed=seed))

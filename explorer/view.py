@@ -34,9 +34,14 @@ ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU, tanh app
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
+def escape(text: str) -> str:
+    """Text made safe for Markdown: every special character escaped, a newline as a space."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
 def quote(text: str) -> str:
     """User text made safe for Markdown: every special character escaped, shown in quotes."""
-    return "“" + _MARKDOWN_SPECIAL.sub(r"\\\1", text.replace("\n", " ")) + "”"
+    return "“" + escape(text) + "”"
 
 
 # One key per model object, for as long as it lives: a new object (a retrained or re-uploaded model, a

@@ -13,6 +13,7 @@ A model that says nothing of its training (an old upload) gets "not recorded": w
 from dataclasses import dataclass
 
 from . import tasks
+from .tasks import strip_final_punctuation  # noqa: F401  (the app reads it from here)
 from .seq2seq import BOS, EOS, PAD
 from .tokenizers import UNK, Tokenizer
 
@@ -69,14 +70,3 @@ def scope_of(bundle) -> Scope:
                  lengths=tuple(int(n) for n in lengths) if lengths else None)
 
 
-
-FINAL_MARKS = ".!?"
-
-
-def strip_final_punctuation(text: str) -> tuple[str, str | None]:
-    """(text without one final full stop, question or exclamation mark, the mark or None): an encoder-decoder's
-    training sources have no punctuation, and a student types "The red cat sleeps." as a sentence."""
-    stripped = text.rstrip()
-    if stripped and stripped[-1] in FINAL_MARKS and stripped[:-1].strip():
-        return stripped[:-1].rstrip(), stripped[-1]
-    return text, None

@@ -54,8 +54,8 @@ def test_an_encoder_decoder_of_the_lab_says_its_task_and_lengths():
     translate = facts(PRESETS["translate (encoder-decoder)"][1])
     assert translate["task"] == "translate" and "lengths" not in translate
     assert translate["training_data"] == (
-        f"5,000 English sentences made from a small grammar ({len(tasks.NOUNS)} nouns, {len(tasks.ADJECTIVES)} "
-        f"colours, {len(tasks.VERBS)} verbs) and their French translations")
+        f"5,000 sentences of a small English grammar ({len(tasks.NOUNS)} nouns, {len(tasks.ADJECTIVES)} "
+        f"adjectives, {len(tasks.VERBS)} verbs) with their French")
 
 
 def test_the_scope_of_a_published_lab_model_is_read_from_these_facts():
