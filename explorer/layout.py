@@ -65,8 +65,8 @@ def word_list(view: View, where=st, expanded: bool = False) -> None:
 def _offer_a_sentence(view: View, where) -> None:
     """When the model cannot read the sentence (unknown words, or a source outside what an encoder-decoder learned),
     open the list of words it knows and offer one sentence it can read, beside the notice."""
-    if view.prepared is not None and view.prepared.unknown:
-        word_list(view, where, expanded=True)
+    if view.prepared is not None and view.prepared.unknown and not is_encoder_decoder(view.bundle):
+        word_list(view, where, expanded=not view.presenter)    # an encoder-decoder's card has its lexicon
     check = source_check(view) if view.prepared is not None else None
     cannot_read = view.prepared is None or view.prepared.unknown or (check is not None and check.problems)
     example = example_sentence(view.name, view.bundle)

@@ -6,7 +6,7 @@ from explorer.layout import (chart, explanation, head_picker, layer_picker, math
                              sections, step_nav)
 from explorer.models import is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
-from explorer.state import view
+from explorer.state import apply_view, view
 
 v = view()
 page_header(S.SLUG, v)
@@ -40,6 +40,10 @@ if cross.open:
         chart(S.figure("cross", v, layer, head), key="cross")
         st.caption(S.CROSS_TEXT)
         st.markdown(S.alignment_story(v, trace))
+        best = S.best_head(v, trace)
+        if best.hits and (best.layer, best.head) != (layer, head):
+            st.button(f"Show layer {best.layer}, head {best.head}", key="s2s_best_head", icon=":material/visibility:",
+                      on_click=apply_view, kwargs=dict(layer=best.layer, head=best.head))
         st.markdown(S.alignment_words(v, trace, layer, head))
         panel = math_panel(S.SLUG)
         if panel.open:
