@@ -50,10 +50,9 @@ def words_markdown(scope: Scope) -> str:
 def training_line(view: View) -> str:
     """One line of what the model learned from and how much it reads."""
     scope = scope_of(view.bundle)
-    lengths = (f" Lists of {scope.lengths[0]} to {scope.lengths[1]} digits." if scope.lengths else "")
     learned = (f"was trained on {scope.training_data}." if scope.training_data != NOT_RECORDED
                else "does not say what it was trained on (its file records nothing about its training data).")
-    return f"**{quote(view.name)[1:-1]}** {learned}{lengths} It reads at most {scope.context:,} tokens."
+    return f"**{quote(view.name)[1:-1]}** {learned} It reads at most {scope.context:,} tokens."
 
 
 # --- encoder-decoders: is the source one the model learned to answer? -----------------------------------
