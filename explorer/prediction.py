@@ -52,7 +52,7 @@ continuations in mind and returns the one with the highest chance overall.
 
 
 def explanation_text(vocab_size: int) -> str:
-    return EXPLANATION.format(vocab=vocab_size)
+    return EXPLANATION.format(vocab=f"{vocab_size:,}")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Settings:
     def describe(self) -> str:
         parts = [f"temperature {self.temperature:g}"]
         if self.top_k is not None:
-            parts.append(f"top-k {self.top_k}")
+            parts.append(f"top-k {self.top_k:,}")
         if self.top_p is not None:
             parts.append(f"top-p {self.top_p:g}")
         return ", ".join(parts)
@@ -140,7 +140,7 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
     if actual is not None and actual not in set(top.id):      # show the real next token too, far down the list
         row = table[table.id == actual]
         top = pd.concat([top, row])
-        tokens.append(f"… #{int(row['rank'].iloc[0])} {token_label(row.token.iloc[0])}")
+        tokens.append(f"… #{int(row['rank'].iloc[0]):,} {token_label(row.token.iloc[0])}")
     kept = top.kept.to_numpy()
     hover = np.stack([tokens, top.logit.map("{:.4f}".format), top.p1.map("{:.4%}".format),
                       top.pT.map("{:.4%}".format), top.final.map("{:.4%}".format),
@@ -214,7 +214,7 @@ def cumulative_figure(table: pd.DataFrame, settings: Settings, presenter: bool =
                       annotation_text=f"p = {settings.top_p:g}", annotation_position="bottom right")
     if settings.top_k is not None and settings.top_k < len(top):
         fig.add_vline(x=settings.top_k + 0.5, line_dash="dot", line_color="#555555",
-                      annotation_text=f"top-k = {settings.top_k}", annotation_position="top right")
+                      annotation_text=f"top-k = {settings.top_k:,}", annotation_position="top right")
     return style(fig, presenter, 330)
 
 
@@ -259,9 +259,9 @@ def top_p_story(table: pd.DataFrame, top_p: float | None) -> str:
     last = inside.iloc[-1]
     reached = last.before + last.pT
     return (f"Top-p adds the probabilities up from the likeliest token and stops as soon as the total "
-            f"reaches p = {top_p:g}. Before {quote(last.token)} (rank {int(last['rank'])}) the total was "
+            f"reaches p = {top_p:g}. Before {quote(last.token)} (rank {int(last['rank']):,}) the total was "
             f"{last.before:.4f}, still below {top_p:g}, so it is kept; with it the total is {reached:.4f}"
-            + (f", which reaches {top_p:g}, so the {len(table) - len(inside)} tokens after it are cut."
+            + (f", which reaches {top_p:g}, so the {len(table) - len(inside):,} tokens after it are cut."
                if len(inside) < len(table) else ", and no token is left to cut."))
 
 
@@ -269,7 +269,7 @@ def actual_next_story(table: pd.DataFrame, actual: int) -> str:
     """How the model rated the token that really comes next in the sentence."""
     row = table[table.id == actual].iloc[0]
     return (f"In your sentence the next token is {quote(row.token)}: the model gave it **{row.p1:.1%}** "
-            f"(rank {int(row['rank'])} of {len(table)}).")
+            f"(rank {int(row['rank']):,} of {len(table):,}).")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -331,6 +331,6 @@ def continued_text(tokenizer: Tokenizer, text: str, tokens: list[int]) -> str:
 
 def window_story(cont: Continuation, prompt_len: int, max_len: int) -> str:
     total = prompt_len + len(cont.tokens)
-    return (f"The text is now {total} tokens long, more than the model's context of {max_len}: for each new "
-            f"token the model reads only the last {max_len} tokens. The window slides along the text, and "
+    return (f"The text is now {total:,} tokens long, more than the model's context of {max_len:,}: for each new "
+            f"token the model reads only the last {max_len:,} tokens. The window slides along the text, and "
             f"what falls out of it is forgotten.")

@@ -87,7 +87,7 @@ if panel.open:
             "probability": st.column_config.NumberColumn(format="%.4f")})
         st.markdown(softmax_story(worked, shown_t, V))
         st.markdown("**How top-k and top-p cut.** "
-                    + (f"Top-k keeps ranks 1 to {settings.top_k} and cuts the other {V - settings.top_k}. "
+                    + (f"Top-k keeps ranks 1 to {settings.top_k:,} and cuts the other {V - settings.top_k:,}. "
                        if settings.top_k is not None else "Top-k is off. ")
                     + top_p_story(table, settings.top_p))
         chart(cumulative_figure(table, settings, v.presenter), key="cumulative")

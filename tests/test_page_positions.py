@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
+from explorer import discoveries as D
 from explorer import positions as P
 from explorer.state import DEFAULT_SENTENCE, View
 from model import edits
@@ -259,3 +260,26 @@ def test_builders_escape_tokens_in_plotly_labels():
     assert "&lt;" in fig.layout.title.text and "<b>" not in fig.layout.title.text
     curves = P.curves_figure(v, v.trace, [0])
     assert "&lt;unk&gt;" in list(curves.data[2].customdata)
+
+
+@pytest.mark.parametrize("card", [card.key for card in D.discoveries(tinytales(), "tinytales")])
+def test_every_page_a_discovery_opens_offers_the_way_back_to_your_sentence(card):
+    """Each discovery's "Show me" (the word-order card lands on this page) opens its page with a "Back to your
+    sentence" button whenever it replaced the student's model or sentence, and the button brings them back."""
+    text = "the dog ran to the old tree"                      # no card's sentence
+    target = {c.key: c for c in D.discoveries(tinytales(), "tinytales")}[card].target
+    at = open_page("discoveries", text=text)
+    radio = at.radio(key=f"discovery_radio_{card}")
+    radio.set_value(radio.options[0]).run()
+    at.button(key=f"discovery_reveal_{card}").click().run()
+    at.button(key=f"discovery_show_{card}").click().run()
+    assert not at.exception and at.session_state["_page"] == target.slug
+    replaced = (target.model or "tinytales", target.text or text) != ("tinytales", text)
+    backs = [b for b in at.button if b.key == "discovery_back"]
+    if not replaced:                                           # the lab's preset: your sentence is still there
+        assert not backs
+        return
+    assert [b.label for b in backs] == [f"Back to your sentence: “{text}”"]
+    backs[0].click().run()
+    assert not at.exception and at.session_state["_page"] == "discoveries"
+    assert at.session_state["view"].text == text
