@@ -80,11 +80,38 @@ This model was never given them; it learned its own values from data. Compare th
 many learned dimensions turn out to be smooth curves over the seats too, found by training, not written down.
 """
 
-SUM_TEXT = """\
-The token's vector says **what** the word is; the position vector says **where** it stands. They are
-simply added, number by number, and the sum is what the first layer reads. The same word in two
-different seats therefore enters the model as two different vectors.
-"""
+# What a token is called, one and many, by the kind of tokenizer that cut it.
+UNITS = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}
+
+
+def sum_text(v: View, trace: Trace) -> str:
+    """What the sum does to a word that stands in two seats, for this model (markdown): said in general from its
+    position table, then shown on the first word the sentence repeats, from the inputs the model read."""
+    table = position_table(v.bundle.model)
+    one = UNITS[v.bundle.tokenizer.kind][0]
+    if table is None:
+        text = (f"The token's vector says **what** the {one} is. This model adds no position vector (every "
+                "position vector is zero), so the input the first layer reads is the token's vector alone: the same "
+                f"{one} in two different seats enters the model as the same vector.")
+    else:
+        shared = len(table) - len(torch.unique(table, dim=0))      # seats whose row another seat has too
+        text = (f"The token's vector says **what** the {one} is; the position vector says **where** it stands. They "
+                "are simply added, number by number, and the sum is what the first layer reads. ")
+        text += (f"The same {one} in two different seats therefore enters the model as two different vectors."
+                 if shared == 0 else
+                 f"Two seats with different position vectors give the same {one} two different inputs; in this "
+                 f"model's table, {shared:,} of {len(table):,} seats repeat another seat's vector.")
+    ids = list(v.prepared.ids)
+    repeat = next(((i, j) for j in range(len(ids)) for i in range(j) if ids[i] == ids[j]), None)
+    if repeat is not None:
+        i, j = repeat
+        inputs = trace["embed.out"][0]                                     # (T, D)
+        gap = float((inputs[i] - inputs[j]).abs().max())
+        where = f"In your sentence, {quote(v.tokens[j])} stands in seats {i} and {j}"
+        text += (f" {where}: its two input vectors differ by up to **{gap:.4f}** in one dimension." if gap > 0 else
+                 f" {where}: its two input vectors are exactly the same.")
+    return text
+
 
 SIMILARITY_TEXT = {
     "sinusoidal": "Cosine similarity: 1 means two position vectors point the same way, 0 means unrelated. "
@@ -95,13 +122,17 @@ SIMILARITY_TEXT = {
                "Whatever structure you see here (for example neighbours looking alike) the model learned.",
 }
 
-ORDER_TEXT = """\
+def order_text(kind: str) -> str:
+    """The two-orders experiment, in the units this model's tokenizer cuts text into (markdown)."""
+    one, many = UNITS[kind]
+    return f"""\
 Take the seat numbers away and what is left? Here the model reads two sentences made of the same
-words in a different order, three times: as trained, with the position signal removed, and with the
-position signal removed **and** the causal mask lifted (every word may then see every other word).
-For each word we compare what the model predicts after it in the two sentences (the word is matched
-with the same word in the other sentence, wherever it stands).
+{many} in a different order, three times: as trained, with the position signal removed, and with the
+position signal removed **and** the causal mask lifted (every {one} may then see every other {one}).
+For each {one} we compare what the model predicts after it in the two sentences (the {one} is matched
+with the same {one} in the other sentence, wherever it stands).
 """
+
 
 # --- values ---------------------------------------------------------------------------------------
 
@@ -365,15 +396,50 @@ PRESENTER_COLUMNS = ("model", INPUT_COLUMN, PREDICTION_COLUMN)     # what fits o
 SAME = 5e-5         # differences below this print as 0.0000: the same to every digit shown
 
 
+MAX_TRIED = 60      # word swaps of the sidebar sentence tried for a pair
+
+
+def same_tokens_reordered(tokenizer, a: str, b: str) -> bool:
+    """`a` and `b` are read as exactly the same tokens (none of them <unk>) in a different order."""
+    ids_a, ids_b = tokenizer.encode(a), tokenizer.encode(b)
+    return ids_a != ids_b and sorted(ids_a) == sorted(ids_b) and tokenizer.unk_id not in ids_a
+
+
+def _reorders(text: str):
+    """`text` with its words reversed, then with two of its words swapped, the farthest apart first and the first
+    word kept in place first (a BPE tokenizer cuts a word differently at the very start, where no space comes
+    before it)."""
+    words = text.split()
+    yield " ".join(words), " ".join(words[::-1])
+    pairs = sorted(((i, j) for j in range(len(words)) for i in range(j) if words[i] != words[j]),
+                   key=lambda p: (p[0] == 0, p[0] - p[1]))
+    for i, j in pairs[:MAX_TRIED]:
+        swapped = list(words)
+        swapped[i], swapped[j] = words[j], words[i]
+        yield " ".join(words), " ".join(swapped)
+
+
+def _from_vocabulary(tokenizer):
+    """Three known tokens of the vocabulary, written in two orders (for a list tokenizer, which decodes them as
+    they are)."""
+    known = [i for i, t in enumerate(tokenizer.vocab) if i != tokenizer.unk_id and not (t.startswith("<") and
+                                                                                       t.endswith(">"))][:3]
+    if len(known) == 3:
+        yield tokenizer.decode(known), tokenizer.decode(known[::-1])
+
+
 def default_pair(v: View) -> tuple[str, str]:
-    """The dog-and-cat pair when the model knows those words; otherwise the sidebar sentence and its reverse."""
+    """Two sentences that this model's tokenizer reads as exactly the same tokens in a different order: the
+    dog-and-cat pair when it has no unknown word; otherwise the sidebar sentence with its words reversed, or two
+    of them swapped; otherwise the same with its unknown words left out; otherwise three tokens of the vocabulary in two orders. The sidebar sentence twice when none works (the page then says
+    the two are the same)."""
     tok = v.bundle.tokenizer
-    if all(w in set(tok.vocab) for w in " ".join(DEFAULT_PAIR).split()):
-        return DEFAULT_PAIR
-    ids = [i for i in (v.prepared.ids if v.prepared else []) if i != tok.unk_id][:6]
-    if len(ids) < 2:
-        ids = [i for i in range(tok.vocab_size) if i != tok.unk_id][:3]
-    return tok.decode(ids), tok.decode(ids[::-1])
+    text = v.text or ""
+    known = " ".join(w for w in text.split() if tok.unk_id not in tok.encode(w))      # its unknown words left out
+    for a, b in (DEFAULT_PAIR, *_reorders(text), *_reorders(known), *_from_vocabulary(tok)):
+        if same_tokens_reordered(tok, a, b):
+            return a, b
+    return v.text, v.text
 
 
 def order_traces(v: View, ids: list[int]) -> list[Trace]:

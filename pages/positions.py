@@ -64,7 +64,7 @@ if sums.open:
         position = token_picker(v, left)
         chart(P.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)), key="sum")
         st.caption(P.sum_caption(v, trace, position))
-        st.markdown(P.SUM_TEXT)
+        st.markdown(P.sum_text(v, trace))
         panel = math_panel("positions")
         if panel.open:
             with panel:
@@ -90,7 +90,7 @@ if alike.open:
 if whatif.open:
     with whatif:
         st.subheader("What if the seats were gone?")
-        st.markdown(P.ORDER_TEXT)
+        st.markdown(P.order_text(v.bundle.tokenizer.kind))
         a, b = P.default_pair(v)
         if not v.presenter:
             if st.session_state.get("positions_pair_model") != v.name:      # another model: its own pair
@@ -101,7 +101,8 @@ if whatif.open:
             st.session_state.setdefault("positions_sentence_b", b)
             first, second = st.columns(2)
             a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
-            b = second.text_input("Sentence B (the same words in another order)", key="positions_sentence_b",
+            b = second.text_input(f"Sentence B (the same {P.UNITS[v.bundle.tokenizer.kind][1]} in another order)",
+                                  key="positions_sentence_b",
                                   max_chars=200)
         else:
             st.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")

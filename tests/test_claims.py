@@ -264,6 +264,51 @@ def test_without_positions_the_two_orders_enter_as_the_same_vectors_one_per_toke
     assert sorted(map(tuple, a["embed.out"][0].tolist())) == sorted(map(tuple, c["embed.out"][0].tolist()))
 
 
+REPEATS = "roses are red roses are blue"             # a word twice, in seats 0 and 3
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_same_word_in_two_seats_enters_as_two_vectors_only_when_the_model_adds_positions(key):
+    """sum_text "The same word in two different seats therefore enters the model as two different vectors" (once
+    shown for every model, false without positions: there the repeated word gets identical rows), and "In your
+    sentence, “w” stands in seats i and j: its two input vectors differ by up to **x** / are exactly the same"."""
+    v = view_of(view(key).bundle, REPEATS)
+    text = P.sum_text(v, v.trace)
+    one = {"word": "word", "char": "character", "bpe": "token"}[v.bundle.tokenizer.kind]
+    inputs, ids = v.trace["embed.out"][0], v.prepared.ids                        # (T, D)
+    table = P.position_table(v.bundle.model)
+    if table is None:
+        assert f"the same {one} in two different seats enters the model as the same vector." in text
+        assert "two different vectors" not in text
+        for j in range(len(ids)):
+            for i in range(j):
+                if ids[i] == ids[j]:
+                    assert torch.equal(inputs[i], inputs[j])
+    else:
+        assert f"The same {one} in two different seats therefore enters the model as two different vectors." in text
+        assert len(torch.unique(table, dim=0)) == len(table)                   # no two seats share a row
+    i, j = next((i, j) for j in range(len(ids)) for i in range(j) if ids[i] == ids[j])     # the first repeat
+    gap = float((inputs[i] - inputs[j]).abs().max())
+    said = f"In your sentence, {quote(v.tokens[j])} stands in seats {i} and {j}: its two input vectors "
+    assert said + (f"differ by up to **{gap:.4f}** in one dimension." if gap > 0 else "are exactly the same.") in text
+    assert (gap > 0) == (table is not None)
+
+
+@pytest.mark.parametrize("key", VIEWS)
+@pytest.mark.parametrize("text", [DEFAULT_SENTENCE, "roses are pink, tulips are 🙂", "Zyzzyva", "roses"])
+def test_the_offered_pair_is_the_same_tokens_in_another_order(key, text):
+    """default_pair with order_text "two sentences made of the same {words / characters / tokens} in a different
+    order": the model's own tokenizer reads them as the same tokens, none unknown, in another order (the pair was
+    once a sentence's token ids reversed and decoded: “ mat the on sat catthe” with GPT-2's tokenizer)."""
+    bundle = view(key).bundle
+    v, tok = view_of(bundle, text), bundle.tokenizer
+    a, b = P.default_pair(v)
+    ids_a, ids_b = tok.encode(a), tok.encode(b)
+    assert ids_a != ids_b and sorted(ids_a) == sorted(ids_b) and tok.unk_id not in ids_a, (a, b)
+    many = {"word": "words", "char": "characters", "bpe": "tokens"}[tok.kind]
+    assert f"two sentences made of the same {many} in a different order" in " ".join(P.order_text(tok.kind).split())
+
+
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (8, 64), (128, 64), (24, 64)])
 def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
     """SIMILARITY_TEXT "With sinusoidal waves the similarity depends only on the distance between two seats"."""

@@ -8,7 +8,7 @@ must be there, and must say what the model does: the claim is recomputed from th
 its tokenizer and a `model.run` of our own), not read back from the page's code.
 
 Four decoder-only models of different settings, three sentences each, one of them with words the model does
-not know:
+not know, and two more lab models on one sentence with a word twice:
 
     tinytales   word tokens, sinusoidal positions, LayerNorm pre-norm, GELU (bundled)
     roses       word tokens, sinusoidal positions, LayerNorm pre-norm, ReLU, 12 tokens (bundled)
@@ -16,6 +16,8 @@ not know:
                 GELU (tanh), tied embeddings; random weights from a prepared hub cache (tests/gpt2_support.py)
     lab: char   a lab model: characters, learned positions, RMSNorm post-norm, ReLU, random weights
                 (tests/claims_support.py), published into the session as the lab does
+    lab: no positions   byte-level BPE, no position signal, LayerNorm post-norm, GELU, random weights
+    lab: one head       word tokens, sinusoidal positions, RMSNorm pre-norm, GELU, one head per layer
 
 The selected layer and head are the model's last ones; the selected token is whatever the app selects (read
 from the session), so the checks hold whichever token a page selects by default.
@@ -40,7 +42,9 @@ from model.tokenizers import UNK
 from model.transformer import sinusoidal_table
 
 GPT2_NAME, LAB_NAME = "gpt2", "lab: char"
-LAB_SETTINGS = LAB["char, rms, post-norm, relu, learned"]
+LABS = {LAB_NAME: LAB["char, rms, post-norm, relu, learned"],                 # lab models, as the lab names them
+        "lab: no positions": LAB["bpe, layer, post-norm, gelu, no positions"],
+        "lab: one head": LAB["word, rms, pre-norm, gelu, 1 head"]}
 SENTENCES = {
     "tinytales": [DEFAULT_SENTENCE, "The Dog chased the cat. It slept under the table.",
                   "the zebra ate my marmalade near the river"],
@@ -49,6 +53,8 @@ SENTENCES = {
     GPT2_NAME: [DEFAULT_SENTENCE, "Paris is the capital of France, and I love pizza.",
                 "Zyzzyva flibbertigibbet 🙂 quux"],
     LAB_NAME: ["roses are red violets are blue", "sugar is sweet and so are you", "roses are pink, tulips are 🙂"],
+    "lab: no positions": ["roses are red roses are blue"],
+    "lab: one head": ["roses are red roses are blue"],
 }
 CASES = [(model, text) for model, texts in SENTENCES.items() for text in texts]
 SPECIAL = {UNK, "<pad>", "<bos>", "<eos>"}
@@ -75,8 +81,8 @@ def gpt2_bundle(cache: Path):
     return load_pretrained(cached(GPT2, cache))
 
 
-def lab_model():
-    return lab_bundle(**LAB_SETTINGS)
+def lab_model(name: str):
+    return lab_bundle(**LABS[name])
 
 
 class Ref:
@@ -235,7 +241,7 @@ def check_offered_sentence(at: AppTest, ref: Ref) -> None:
     """With unknown words, a bundled model offers a sentence of its own: one it knows every word of."""
     buttons = [b for b in at.button if b.key == "use_example"]
     Claims.count += 1
-    has_example = ref.bundle_name not in (GPT2_NAME, LAB_NAME) or bool(ref.bundle.facts.get("example"))
+    has_example = ref.bundle_name not in (GPT2_NAME, *LABS) or bool(ref.bundle.facts.get("example"))
     if not (ref.unknown and has_example):
         assert not buttons, f"offers {buttons[0].label!r} though it reads every word, or has no sentence of its own"
         return
@@ -511,6 +517,26 @@ def check_positions(at: AppTest, ref: Ref) -> None:
     shows(m[1], tok_, "token vector")
     shows(m[2], pos_, "position vector")
     shows(m[3], out, "input")
+    one, many = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}[ref.tok.kind]
+    inputs = ref.trace["embed.out"][0]                                               # (T, D)
+    if kind == "none":
+        c.says(f"the same {one} in two different seats enters the model as the same vector.")
+        c.never("two different vectors")
+    else:
+        c.says(f"The same {one} in two different seats therefore enters the model as two different vectors.")
+        table = ref.model.embed.pos_table if kind == "sinusoidal" else ref.model.embed.pos.weight.detach()
+        assert len(torch.unique(table, dim=0)) == len(table)                       # every seat its own row
+    repeats = [(i, j) for j in range(T) for i in range(j) if ref.ids[i] == ref.ids[j]]
+    if repeats:
+        i, j = repeats[0]
+        gap = float((inputs[i] - inputs[j]).abs().max())
+        m = c.find(rf"In your sentence, {re.escape(quote(ref.tokens[j]))} stands in seats {i} and {j}: its two input "
+                   rf"vectors (?:differ by up to \*\*{NUMBER}\*\* in one dimension|(are exactly the same))\.")
+        if m[2]:
+            assert gap == 0 and kind == "none"
+        else:
+            shows(m[1], gap, "the repeated word's two inputs")
+            assert gap > 0
     dim = at.selectbox(key="positions_math_dim").value
     c.says(f"Token {quote(ref.tokens[p])} at position **{p}**, dimension **{dim}** of {D}:")
     table_value = float(pos[p, dim])
@@ -541,6 +567,11 @@ def check_positions(at: AppTest, ref: Ref) -> None:
         c.says("Whatever structure you see here (for example neighbours looking alike) the model learned.")
 
     c = Claims(show_section(at, "positions", "What if?"), "positions: what if")
+    c.says(f"two sentences made of the same {many} in a different order")
+    a, b = at.session_state["positions_sentence_a"], at.session_state["positions_sentence_b"]
+    ids_a, ids_b = ref.tok.encode(a), ref.tok.encode(b)
+    Claims.count += 1                                # the pair offered is what that sentence says
+    assert ids_a != ids_b and sorted(ids_a) == sorted(ids_b) and ref.tok.unk_id not in ids_a, (a, b)
     check_order_verdict(c, at, ref, kind)
 
 
@@ -947,7 +978,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     Claims.count += 1
     assert m, latex
     shows(m[1], total, "the sum of products")
-    shows(m[2], float(mlp.W_in.bias[j]), "the bias")
+    shows(m[2], float(mlp.W_in.bias[j].detach()), "the bias")
     shows(m[3], float(pre[token, j]), "the neuron's value")
 
     c = Claims(show_section(at, "feedforward", "Switched off"), "feedforward: switched off")
@@ -1187,8 +1218,8 @@ def open_app(model: str, text: str, bundle, request, monkeypatch) -> AppTest:
         from explorer import models
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")                          # a prepared cache needs no network
         monkeypatch.setattr(models, "CACHE_DIR", request.getfixturevalue("gpt2_cache"))
-    if model == LAB_NAME:
-        at.session_state["trained_models"] = {LAB_NAME: bundle}            # as the lab's "Explore" adds it
+    if model in LABS:
+        at.session_state["trained_models"] = {model: bundle}            # as the lab's "Explore" adds it
     cfg = bundle.model.cfg
     for key, value in dict(model=model, text=text, layer=cfg.n_layers - 1, head=cfg.n_heads - 1).items():
         at.query_params[key] = str(value)
@@ -1199,7 +1230,7 @@ def open_app(model: str, text: str, bundle, request, monkeypatch) -> AppTest:
 @pytest.mark.parametrize("model, text", CASES)
 def test_every_claim_on_every_step_page_is_what_the_model_computes(model, text, request, monkeypatch):
     bundle = (gpt2_bundle(request.getfixturevalue("gpt2_cache")) if model == GPT2_NAME
-              else lab_model() if model == LAB_NAME else bundled(model))
+              else lab_model(model) if model in LABS else bundled(model))
     at = open_app(model, text, bundle, request, monkeypatch)
     assert not at.exception and at.session_state["model"] == model
     ref = Ref(bundle, text, model)

@@ -200,7 +200,7 @@ def test_one_token_a_full_context_and_the_roses_model():
     type_text(at, "roses are red violets are blue")
     at.selectbox(key="model").set_value("roses").run()
     assert not at.exception
-    # roses knows no dogs or cats: the pair is the sentence and its reverse
+    # roses knows no dogs or cats: the pair is the sentence and its words reversed
     assert at.text_input(key="positions_sentence_a").value == "roses are red violets are blue"
     assert at.text_input(key="positions_sentence_b").value == "blue are violets red are roses"
     assert "d_model" not in page_text(at) and "32 numbers" in page_text(at)
