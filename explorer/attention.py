@@ -29,11 +29,23 @@ labels get most of the attention, just like looking around a classroom for the p
 One rule: a word may look only at itself and the words **before** it, never ahead (the *causal
 mask*), because when the model predicts the next word, the future is not written yet.
 
-A layer has several **heads**, each asking its own kind of question: one may look for the subject,
-another for the previous word. Pick a layer and a head, then walk through the tabs below from left to
+{heads} Pick a layer and a head, then walk through the tabs below from left to
 right: the questions, labels and answers, the four steps with the real numbers, who looks at whom,
 every head at once, and what changes if you switch part of attention off.
 """
+
+HEADS = {
+    "one": "This model has **one head** per layer: each layer asks one kind of question. (Bigger models have "
+           "several heads per layer, each asking its own kind of question: one may look for the subject, another "
+           "for the previous word.)",
+    "several": "Each layer of this model has **{H} heads**, each asking its own kind of question: one may look for "
+               "the subject, another for the previous word.",
+}
+
+
+def intro(cfg) -> str:
+    """The page's explanation, with this model's number of heads per layer."""
+    return INTRO.format(heads=HEADS["one" if cfg.n_heads == 1 else "several"].format(H=cfg.n_heads))
 
 # The page's sections, one tab each, in teaching order (the labels appear in links: section=...).
 SECTIONS = ["Queries, keys, values", "The four steps", "Who looks at whom", "Every head", "What if?"]
@@ -216,6 +228,43 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
     return fig.update_layout(margin=dict(l=10, r=10, t=60, b=10))
 
 
+DIFFER = 0.01         # two heads' patterns differ when some weight differs by this much (weights are shown to 0.01)
+
+
+def most_alike_heads(trace: Trace, n_layers: int) -> tuple[int, int, int, float] | None:
+    """(layer, head a, head b, gap) of the two heads of one layer whose patterns are most alike, gap being the
+    largest difference between their weights; None when every layer has a single head."""
+    best = None
+    for layer in range(n_layers):
+        pattern = trace["pattern", layer][0].double()                               # (H, T, T)
+        H = pattern.shape[0]
+        for a in range(H):
+            gaps = (pattern[a + 1:] - pattern[a]).abs().flatten(1).amax(-1)           # (H - a - 1,)
+            for b, gap in enumerate(gaps.tolist(), start=a + 1):
+                if best is None or gap < best[3]:
+                    best = (layer, a, b, gap)
+    return best
+
+
+def grid_caption(v: View, trace: Trace) -> str:
+    """What the small squares show, and whether heads of one layer look different here, measured (markdown)."""
+    text = "Each small square is one head's pattern (rows: queries, columns: keys). "
+    alike = most_alike_heads(trace, v.bundle.model.cfg.n_layers)
+    if alike is None:
+        text += ("This model has one head per layer, so each layer has a single pattern: there are no other heads "
+                 "of the same layer to compare it with. ")
+    else:
+        layer, a, b, gap = alike
+        pair = f"heads {a} and {b} of layer {layer}"
+        if gap >= DIFFER:
+            text += ("Heads in the same layer read the same tokens but ask different questions, so their patterns "
+                     f"differ: even the two most alike, {pair}, differ by as much as **{gap:.2f}** in one weight. ")
+        else:
+            text += ("Heads in the same layer read the same tokens and can ask different questions, but here "
+                     f"{pair} have nearly the same pattern: no weight differs by more than **{gap:.3f}**. ")
+    return text + "Orange: the head chosen above."
+
+
 SELECTED = "#EE7733"  # orange: the chosen head's panel, the chosen query's lines
 LEVELS = 100         # lines are grouped by weight in steps of 1/LEVELS (0.01, the smallest weight drawn)
 LINE_WIDTH = {True: 12.0, False: 5.0}        # pixels at weight 1: the chosen query's lines, the others'
@@ -365,14 +414,26 @@ def _token_at(tokens: list[str], i: int) -> str:
     return quote(tokens[i]) + (f" (position {i})" if tokens.count(tokens[i]) > 1 else "")
 
 
+SHOWN_WEIGHT = 0.005      # the smallest weight read_row names: anything less is written 0.00
+
+
+def _weight(w: float) -> str:
+    """A weight to two decimals, or to two significant digits when it is too small for them (a long sentence)."""
+    return f"{w:.2f}" if w >= SHOWN_WEIGHT else f"{w:.2g}"
+
+
 def read_row(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
-    """The query's row of the pattern in words: where its attention goes, top 3 keys with real weights."""
+    """The query's row of the pattern in words: where its attention goes, the top 3 keys with their real weights,
+    leaving out keys whose weight would be written 0.00 (and saying so)."""
     tokens = v.tokens
     top = top_keys(trace, layer, head, query)
     (first, w0), rest = top[0], top[1:]
-    text = f"{_token_at(tokens, query)} puts **{w0:.2f}** of its attention on {_token_at(tokens, first)}"
-    if rest:
-        text += ", then " + " and ".join(f"**{w:.2f}** on {_token_at(tokens, i)}" for i, w in rest)
+    shown = [(i, w) for i, w in rest if w >= SHOWN_WEIGHT]
+    text = f"{_token_at(tokens, query)} puts **{_weight(w0)}** of its attention on {_token_at(tokens, first)}"
+    if shown:
+        text += ", then " + " and ".join(f"**{w:.2f}** on {_token_at(tokens, i)}" for i, w in shown)
+    if len(shown) < len(rest):
+        text += f"; every other key gets less than {SHOWN_WEIGHT}"
     text += "."
     if query == 0:
         text += " It is the first token, so it can only look at itself."

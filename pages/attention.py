@@ -20,7 +20,7 @@ v = view()
 cfg = v.bundle.model.cfg
 page_header("attention", v)
 D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
-explanation(v, A.INTRO)
+explanation(v, A.intro(cfg))
 trace = require_trace(v, "attention")
 
 left, right, third, _ = st.columns([1, 1, 2, 1] if v.presenter else [1, 1, 2, 2])
@@ -81,9 +81,7 @@ if every.open:
                       "head (its queries down, its keys across; hover for the exact weight). Orange: the head "
                       "chosen above, shown larger with its neighbours below.")
     chart(A.grid_figure(v, layer, head), every, key="grid")
-    every.caption("Each small square is one head's pattern (rows: queries, columns: keys). Heads in the same "
-                  "layer read the same tokens but ask different questions, so their patterns differ. Orange: the "
-                  "head chosen above.")
+    every.caption(A.grid_caption(v, trace))
 
 if whatif.open:
     query = token_picker(v, third, label="Query token")

@@ -15,6 +15,7 @@ tinytales (test_page_embedding.py), top-k/top-p counts and the softmax worked ou
 the pipeline of the default sentence (test_app.py), causal patterns, q·k/√K, pre/post-norm wiring and
 embed_scale (test_transformer.py), knock-out, remove-positions and remove-scaling edits (test_edits.py).
 """
+import copy
 import math
 import re
 from functools import lru_cache
@@ -99,18 +100,54 @@ def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_te
             assert later == 0 and "already sees every token" in text
 
 
-@pytest.mark.parametrize("name", SENTENCES)
-def test_heads_of_one_layer_have_different_patterns(name):
-    """pages/attention.py: "Heads in the same layer ... ask different questions, so their patterns differ"."""
-    at = show_section(open_page("attention", model=name, text=SENTENCES[name]), "attention", "Every head")
-    assert "Heads in the same layer read the same tokens but ask different questions, so their patterns differ." \
-        in page_text(at)
-    trace = bundled_view(name).trace
-    for layer in range(bundled(name).model.cfg.n_layers):
-        pattern = trace[f"blocks.{layer}.attn.pattern"][0]                          # (H, T, T)
-        for a in range(len(pattern)):
-            for b in range(a):
-                assert float((pattern[a] - pattern[b]).abs().max()) > 0.05
+def most_alike(trace, n_layers: int, n_heads: int):
+    """(largest weight difference, layer, a, b) of the two heads of one layer with the most alike patterns."""
+    pairs = [(float((trace[f"blocks.{l}.attn.pattern"][0, a] - trace[f"blocks.{l}.attn.pattern"][0, b]).abs().max()),
+              l, a, b) for l in range(n_layers) for a in range(n_heads) for b in range(a + 1, n_heads)]
+    return min(pairs) if pairs else None
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_page_says_how_many_heads_a_layer_has_and_whether_their_patterns_differ(key):
+    """intro "Each layer of this model has **{H} heads**" or "one head"; grid_caption "Heads in the same layer ...
+    so their patterns differ: even the two most alike, heads a and b of layer l, differ by as much as **x**" only
+    when measured (it once said "A layer has several heads ... so their patterns differ" for one-head models)."""
+    v = view(key)
+    cfg = v.bundle.model.cfg
+    H = v.trace["blocks.0.attn.pattern"].shape[1]
+    intro = " ".join(A.intro(cfg).split())
+    caption = A.grid_caption(v, v.trace)
+    alike = most_alike(v.trace, cfg.n_layers, H)
+    if H == 1:
+        assert "This model has **one head** per layer" in intro and "several heads per layer" in intro
+        assert "This model has one head per layer, so each layer has a single pattern" in caption
+        assert alike is None and "differ" not in caption
+        return
+    assert f"Each layer of this model has **{H} heads**" in intro
+    gap, l, a, b = alike
+    if gap >= 0.01:
+        assert (f"so their patterns differ: even the two most alike, heads {a} and {b} of layer {l}, differ by as "
+                f"much as **{gap:.2f}** in one weight.") in caption
+    else:
+        assert f"heads {a} and {b} of layer {l} have nearly the same pattern: no weight differs by more than " \
+               f"**{gap:.3f}**" in caption and "so their patterns differ" not in caption
+
+
+def test_two_heads_with_the_same_weights_are_said_to_look_alike():
+    """grid_caption on a model whose two heads are one head twice: "nearly the same pattern", never "differ"."""
+    bundle = copy.deepcopy(lab_bundle(**LAB["char, rms, post-norm, relu, learned"]))
+    K = bundle.model.cfg.d_head
+    with torch.no_grad():
+        for block in bundle.model.blocks:
+            for linear in (block.attn.W_q, block.attn.W_k):        # output rows h*K to (h+1)*K belong to head h
+                linear.weight[K:] = linear.weight[:K]            # head 1 asks head 0's questions of head 0's keys
+                linear.bias[K:] = linear.bias[:K]
+    v = view_of(bundle, "roses are red")
+    gap, l, a, b = most_alike(v.trace, bundle.model.cfg.n_layers, 2)
+    assert gap < 1e-6
+    caption = A.grid_caption(v, v.trace)
+    assert f"heads {a} and {b} of layer {l} have nearly the same pattern: no weight differs by more than **0.000**" \
+        in caption and "so their patterns differ" not in caption
 
 
 # --- 2. embedding (explorer/embedding.py, pages/embedding.py) ------------------------------------

@@ -672,15 +672,24 @@ def check_attention(at: AppTest, ref: Ref) -> None:
     row = pattern[query, : query + 1]
     m = c.find(rf"{re.escape(ref.at(query))} puts \*\*{NUMBER}\*\* of its attention on (“.*?”(?: \(position \d+\))?)"
                rf"(?:, then \*\*{NUMBER}\*\* on (“.*?”(?: \(position \d+\))?)"
-               rf"(?: and \*\*{NUMBER}\*\* on (“.*?”(?: \(position \d+\))?))?)?\.")
+               rf"(?: and \*\*{NUMBER}\*\* on (“.*?”(?: \(position \d+\))?))?)?"
+               rf"(; every other key gets less than 0\.005)?\.")
     stated = [(m[k], m[k + 1]) for k in (1, 3, 5) if m[k] is not None]
-    assert len(stated) == min(3, query + 1)
+    # The three keys it attends to most, but none whose weight would be written 0.00 (after the first): then the
+    # sentence says that every other key gets less than 0.005.
+    top = row.topk(min(3, query + 1)).values
+    listed = 1 + int((top[1:] >= 0.005).sum())
+    assert len(stated) == listed and bool(m[7]) == (listed < len(top))
     named = {ref.at(i): i for i in range(query + 1)}
     for shown, who in stated:
         shows(shown, float(row[named[who]]), f"weight on {who}")
+        assert value(shown) > 0                                  # never "0.00 on “it”"
     shown_keys = {named[who] for _, who in stated}
     least = min(float(row[i]) for i in shown_keys)
-    assert all(float(row[i]) <= least + 1e-9 for i in range(query + 1) if i not in shown_keys)   # the top ones
+    others = [float(row[i]) for i in range(query + 1) if i not in shown_keys]
+    assert all(w <= least + 1e-9 for w in others)                                   # the top ones
+    if m[7]:
+        assert all(w < 0.005 for w in others)
     assert float(row[named[stated[0][1]]]) >= float(row.max()) - 1e-9
     if query == 0:
         c.says("It is the first token, so it can only look at itself.")
@@ -704,12 +713,23 @@ def check_attention(at: AppTest, ref: Ref) -> None:
     c = Claims(show_section(at, "attention", "Every head"), "attention: every head")
     if ref.L * ref.H > 48:
         c.says(f"All {ref.L * ref.H} heads at once")
-    c.says("Heads in the same layer read the same tokens but ask different questions, so their patterns differ.")
-    for l in range(ref.L):
-        patterns = tr[f"blocks.{l}.attn.pattern"][0]
-        for a in range(ref.H):
-            for b in range(a):
-                assert float((patterns[a] - patterns[b]).abs().max()) > 1e-3, (l, a, b)
+    gaps = [(float((tr[f"blocks.{l}.attn.pattern"][0, a] - tr[f"blocks.{l}.attn.pattern"][0, b]).abs().max()), l, a, b)
+            for l in range(ref.L) for a in range(ref.H) for b in range(a + 1, ref.H)]       # every pair of one layer
+    if ref.H == 1:
+        c.says("This model has **one head** per layer",
+               "This model has one head per layer, so each layer has a single pattern")
+        c.never("so their patterns differ")
+    else:
+        c.says(f"Each layer of this model has **{ref.H} heads**")
+        gap, l, a, b = min(gaps)
+        if gap >= 0.01:
+            m = c.find(rf"so their patterns differ: even the two most alike, heads {a} and {b} of layer {l}, differ by "
+                       rf"as much as \*\*{NUMBER}\*\* in one weight\.")
+        else:
+            m = c.find(rf"heads {a} and {b} of layer {l} have nearly the same pattern: no weight differs by more than "
+                       rf"\*\*{NUMBER}\*\*")
+            c.never("so their patterns differ")
+        shows(m[1], gap, "the most alike heads' largest difference")
 
     check_attention_whatifs(show_section(at, "attention", "What if?"), ref)
 

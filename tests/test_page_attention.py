@@ -326,6 +326,31 @@ def test_lines_leave_out_tiny_weights_and_read_row_names_repeated_words():
     assert math.isclose(sum(w for _, w in A.top_keys(v.trace, 0, 0, 3, k=4)), 1.0, rel_tol=1e-5)
 
 
+def test_read_row_never_names_a_key_with_a_weight_written_0_00():
+    """read_row names the three keys a query attends to most, but leaves out any whose weight rounds to 0.00 (it
+    once said "0.00 on “it”") and then says that every other key gets less than 0.005: on every head and query of
+    tinytales reading the default sentence, some of whose rows are that sharp."""
+    prepared = prepare_text(tinytales().tokenizer, DEFAULT_SENTENCE, 32)
+    v = View(name="tinytales", bundle=tinytales(), text=DEFAULT_SENTENCE, presenter=False, prepared=prepared,
+             trace=default_trace())
+    cfg, cut = tinytales().model.cfg, 0
+    for layer in range(cfg.n_layers):
+        for head in range(cfg.n_heads):
+            for query in range(len(prepared.ids)):
+                row = default_trace()[f"blocks.{layer}.attn.pattern"][0, head, query, : query + 1]
+                text = A.read_row(v, v.trace, layer, head, query)
+                weights = re.findall(r"\*\*([\d.]+)\*\*", text)
+                top = row.topk(min(3, query + 1)).values.tolist()
+                listed = [top[0]] + [w for w in top[1:] if w >= 0.005]
+                assert [float(w) for w in weights] == pytest.approx(listed, abs=0.005) and "0.00 on" not in text
+                said = "; every other key gets less than 0.005." in text
+                assert said == (len(listed) < len(top))
+                if said:
+                    assert sorted(row.tolist())[-len(listed) - 1] < 0.005
+                cut += said
+    assert cut > 0
+
+
 def test_a_new_sentence_builds_only_the_open_sections_head_figure(monkeypatch):
     built = []
 
