@@ -372,13 +372,23 @@ def whatif_notes(view: View, search: W.Search, before, after, shown: W.Experimen
                           W.changes(before, after))
 
 
-def percents(a: float, b: float) -> tuple[str, str]:
-    """Two probabilities as percentages with just enough decimals to tell them apart (up to 4)."""
-    for decimals in range(1, 5):
-        left, right = f"{a:.{decimals}%}", f"{b:.{decimals}%}"
-        if left != right:
+def _percent(p: float, digits: int) -> str:
+    """A probability as a percentage with `digits` significant digits, and at least one decimal."""
+    x = 100 * p
+    decimals = 1 if x <= 0 else max(1, digits - 1 - math.floor(math.log10(x)))
+    return f"{x:.{decimals}f}%"
+
+
+def percents(*probabilities: float) -> tuple[str, ...]:
+    """Probabilities as percentages, each with the same number of significant digits (2 to 6): as many as it takes
+    for any two that differ to be written differently, so their order shows (0.021% and 0.0048%, not 0.0%)."""
+    for digits in range(2, 7):
+        shown = tuple(_percent(p, digits) for p in probabilities)
+        values = [float(s.rstrip("%")) for s in shown]
+        if all(values[i] != values[j] for i in range(len(values)) for j in range(i)
+               if probabilities[i] != probabilities[j]):
             break
-    return left, right
+    return shown
 
 
 def change_in_words(view: View, before, after, layer: int, position: int = -1) -> str:
@@ -395,8 +405,8 @@ def change_in_words(view: View, before, after, layer: int, position: int = -1) -
         if old == new:
             return f"{start} stays {quote(vocab[b])} at {old}: this layer's FFN hardly matters for it. {size}"
         return f"{start} stays {quote(vocab[b])}, but its probability goes from {old} to {new}. {size}"
-    old, new = percents(float(p_before[b]), float(p_after[b]))
-    return (f"{start} changes from {quote(vocab[b])} ({old}) to {quote(vocab[a])} ({float(p_after[a]):.1%}); "
+    old, top, new = percents(float(p_before[b]), float(p_after[a]), float(p_after[b]))
+    return (f"{start} changes from {quote(vocab[b])} ({old}) to {quote(vocab[a])} ({top}); "
             f"{quote(vocab[b])} now gets {new}. {size}")
 
 

@@ -505,6 +505,39 @@ def test_switched_off_values_carry_no_signal_on_to_W_out(name):
     assert faint == (not carry_nothing)                  # GELU: one of the two sentences, whichever is true
 
 
+def shown_as(text: str, true: float) -> bool:
+    """`text` (a percentage as written) is 100 * `true` rounded to the decimals written."""
+    decimals = len(text.rstrip("%").split(".")[1]) if "." in text else 0
+    return abs(float(text.rstrip("%")) - 100 * true) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_skipping_a_feed_forward_names_each_chance_precisely_enough_to_show_their_order(key):
+    """change_in_words "changes from “a” (x%) to “b” (y%); “a” now gets z%": each percentage is the model's,
+    rounded, with enough significant digits that the new favourite never looks smaller than the guess it overtook
+    (it once said "to “ DP” (0.0%); “idi” now gets 0.01%")."""
+    v = view(key)
+    vocab, said = v.bundle.tokenizer.vocab, 0
+    for layer in range(v.bundle.model.cfg.n_layers):
+        after = v.bundle.model.run(v.prepared.ids, edits=edits.skip_mlp(layer))
+        for position in range(len(v.tokens)):
+            p0 = torch.softmax(v.trace["logits"][0, position], -1)
+            p1 = torch.softmax(after["logits"][0, position], -1)
+            b, a = int(p0.argmax()), int(p1.argmax())
+            text = ff.change_in_words(v, v.trace, after, layer, position)
+            if a == b:
+                continue
+            m = re.search(rf"changes from {re.escape(quote(vocab[b]))} \(([\d.]+%)\) to {re.escape(quote(vocab[a]))} "
+                          rf"\(([\d.]+%)\); {re.escape(quote(vocab[b]))} now gets ([\d.]+%)\.", text)
+            assert m, text
+            old, top, new = m.groups()
+            assert shown_as(old, float(p0[b])) and shown_as(top, float(p1[a])) and shown_as(new, float(p1[b])), text
+            assert float(top[:-1]) > float(new[:-1]) or float(p1[a]) == float(p1[b]), text   # the order shows
+            assert float(old[:-1]) != float(new[:-1]) or float(p0[b]) == float(p1[b]), text
+            said += 1
+    assert said or key != "tinytales"                    # tinytales changes its mind somewhere
+
+
 # --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
 
 

@@ -1062,6 +1062,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
             percent(m[1], float(p0[bb]), "old top guess before")
             percent(m[2], float(p1[aa]), "new top guess")
             percent(m[3], float(p1[bb]), "old top guess after")
+            assert value(m[2]) > value(m[3]) or float(p1[aa]) == float(p1[bb]), "the new favourite looks smaller"
         check_size(c, float((p1 - p0).abs().max()))
         check_notes(c, at, ref, family, f"the feed-forward of layer {skipped}", changed, changes(ref, after), token,
                     "ffn_whatif_look")

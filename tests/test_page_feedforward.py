@@ -253,6 +253,9 @@ def test_percentages_show_enough_decimals_to_differ(tinytales):
     assert ff.percents(0.99996, 0.99971) == ("100.00%", "99.97%")
     assert ff.percents(0.123456, 0.123459) == ("12.3456%", "12.3459%")
     assert ff.percents(0.5, 0.25) == ("50.0%", "25.0%")
+    # a new favourite of 0.012% after the old one's 0.021% and 0.010%: significant digits, not "0.0%"
+    assert ff.percents(0.00021, 0.000123, 0.000104) == ("0.021%", "0.012%", "0.010%")
+    assert ff.percents(0.0002, 0.0000497, 0.0000496) == ("0.0200%", "0.00497%", "0.00496%")
     view = make_view(tinytales)
     same = ff.change_in_words(view, view.trace, view.trace, 0)
     assert "hardly matters" in same
