@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 import torch
 
 from model.tokenizers import UNK
@@ -17,6 +16,7 @@ from model.transformer import Trace
 
 from . import cache
 from .plot import as_numpy, heatmap, safe, style, token_label, visible, window
+from .tokenization import UNITS
 from .view import View, quote
 
 N_NEIGHBOURS = 8
@@ -48,6 +48,15 @@ computed yet; it is a table lookup.{scale} Walk through the tabs below from left
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
 SECTIONS = ["Your sentence's rows", "The vocabulary map", "Similar tokens", "Nearest neighbours"]
+
+
+def rows_caption(v: View) -> str:
+    """Under the sentence's rows: the colours, one row per token wherever it stands, and <unk>'s shared row, in
+    the units this model's tokenizer cuts text into."""
+    one, many = UNITS[v.bundle.tokenizer.kind]
+    return (f"Each row is one token's {v.bundle.model.cfg.d_model:,} learned numbers: red positive, blue negative, "
+            f"white near 0. The same {one} always gets the same row, wherever it stands (position is added in the "
+            "next step)." + (f" Unknown {many} all share the `{UNK}` row." if v.prepared.unknown else ""))
 
 
 def _short(text: str, limit: int) -> str:

@@ -21,6 +21,7 @@ from model.transformer import Trace, TransformerLM, sinusoidal_table
 from . import cache
 from . import whatif as W
 from .plot import heatmap, labels, safe, style, token_label, window
+from .tokenization import UNITS
 from .view import View, quote
 
 # --- explanations -------------------------------------------------------------------------------
@@ -79,10 +80,6 @@ Below, for the same dimensions and seats: the waves the 2017 paper's sinusoidal 
 This model was never given them; it learned its own values from data. Compare the shapes: in the real GPT-2
 many learned dimensions turn out to be smooth curves over the seats too, found by training, not written down.
 """
-
-# What a token is called, one and many, by the kind of tokenizer that cut it.
-UNITS = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}
-
 
 def sum_text(v: View, trace: Trace) -> str:
     """What the sum does to a word that stands in two seats, for this model (markdown): said in general from its

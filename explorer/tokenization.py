@@ -28,6 +28,7 @@ KIND_ABOUT = {
     "char": "one token per character",
     "bpe": "byte pair encoding: start from single bytes and glue the most frequent neighbouring pairs together",
 }
+UNITS = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}   # what a token is
 MAX_CHIPS = 60                 # per tokenizer in the comparison figure; longer texts say how many more
 
 
@@ -56,25 +57,59 @@ as tokens, how two other ways of cutting would have handled it, how BPE builds a
 """
 
 
-UNK_EXPLAINED = """\
+UNK_EXPLAINED = {
+    "word": """\
 **What is `<unk>`?** A word tokenizer only knows the words it saw in its training text. Its dictionary was
 written once, before training, and cannot grow afterwards, because the model has learned exactly one row of
 numbers for each entry. A word that is not in the dictionary is replaced by the special token `<unk>`
-("unknown", id {unk_id}). The model then sees the same `<unk>` for every unknown word: it cannot tell
-*zebra* from *marmalade*. Character and BPE tokenizers avoid this by building rare words from smaller pieces
-(a character tokenizer still reads a character it never saw, such as an emoji, as `<unk>`; byte-level BPE
-never does).
-"""
+("unknown", id {unk_id}). The model then sees the same `<unk>` for every unknown word: {alike}. Character and
+BPE tokenizers avoid this by building rare words from smaller pieces (a character tokenizer still reads a
+character it never saw, such as an emoji, as `<unk>`; byte-level BPE never does).
+""",
+    "char": """\
+**What is `<unk>`?** A character tokenizer only knows the characters it saw in its training text ({known:,} of
+them). Its list was written once, before training, and cannot grow afterwards, because the model has learned
+exactly one row of numbers for each entry. Any word spelled with those characters can be read, even one the
+model never saw, letter by letter. A character that is not in the list (an emoji, a letter or sign the text
+never used) is replaced by the special token `<unk>` ("unknown", id {unk_id}). The model then sees the same
+`<unk>` for every unknown character: {alike}. Byte-level BPE avoids even this: it starts from the 256 possible
+bytes, so nothing is ever unknown.
+""",
+}
+# Examples of what a tokenizer may not know, tried when the sentence has fewer than two unknown pieces.
+UNKNOWN_EXAMPLES = {"word": ["zebra", "marmalade", "quantum", "giraffe", "saxophone"],
+                    "char": ["🙂", "é", "ß", "ж", "€", "Q", "7"]}
+
+
+def cannot_tell(tok: Tokenizer, unknown: list[str]) -> str:
+    """"it cannot tell *a* from *b*", with two pieces this tokenizer really reads as <unk> (the sentence's own first)."""
+    found = list(dict.fromkeys(unknown))
+    for example in UNKNOWN_EXAMPLES[tok.kind]:
+        if len(found) >= 2:
+            break
+        pieces = tok.pieces(example)
+        if example not in found and len(pieces) == 1 and pieces[0].unknown:
+            found.append(example)
+    one = UNITS[tok.kind][0]
+    if len(found) < 2:
+        return f"it cannot tell one unknown {one} from another"
+    return f"it cannot tell {quote(found[0])} from {quote(found[1])}"
+
+
+def unk_explained(tok: Tokenizer, unknown: list[str]) -> str:
+    """What <unk> is, for this tokenizer (a word or character list), with examples it really does not know."""
+    return UNK_EXPLAINED[tok.kind].format(unk_id=tok.unk_id, known=tok.vocab_size - 1,       # all but <unk> itself
+                                          alike=cannot_tell(tok, unknown))
 
 
 def unknown_note(v: View) -> str:
     """Which words of this sentence the model's tokenizer did not know, and what that means."""
     tok = v.bundle.tokenizer
     unknown = [p.text for p in v.prepared.pieces if p.unknown]
-    text = UNK_EXPLAINED.format(unk_id=tok.unk_id if tok.unk_id is not None else "-")
     if tok.unk_id is None:
         return ("This model's BPE tokenizer starts from the 256 possible bytes, so **no token is ever unknown**: "
                 "a word it never saw is simply built from smaller pieces.")
+    text = unk_explained(tok, unknown)
     if not unknown:
         return "Every token of this sentence is in the model's vocabulary: nothing was replaced by `<unk>`.\n\n" + text
     listed = ", ".join(quote(w) for w in dict.fromkeys(unknown))

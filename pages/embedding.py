@@ -18,9 +18,7 @@ if rows.open:
         st.subheader("Your sentence's rows of the embedding matrix")
         dims = dims_picker(v, cfg.d_model, "embedding_dims")
         chart(em.rows_figure(v, trace, dims), key="rows")
-        st.caption(f"Each row is one token's {cfg.d_model:,} learned numbers: red positive, blue negative, white near "
-                   "0. The same word always gets the same row, wherever it stands (position is added in the next "
-                   "step)." + (" Unknown words all share the `<unk>` row." if v.prepared.unknown else ""))
+        st.caption(em.rows_caption(v))
         panel = math_panel("embedding")
         if panel.open:
             with panel:

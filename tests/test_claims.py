@@ -730,6 +730,50 @@ def test_the_intro_says_nothing_is_unknown_only_for_tokenizers_that_never_read_u
     assert says_none == (not [p.text for p in pieces if p.unknown])
 
 
+@pytest.mark.parametrize("kind", ["word", "char"])
+@pytest.mark.parametrize("text", ["the zebra ate my marmalade", "the cat sat on the mat", "Café 🙂 ß", "🙂"])
+def test_unk_is_explained_for_the_kind_of_tokenizer_the_model_has(kind, text):
+    """unk_explained: a word tokenizer "cannot tell “zebra” from “marmalade”", a character tokenizer "only knows the
+    characters it saw ({n} of them)" and cannot tell two unknown characters apart (the word text was once shown
+    for character models, which can tell zebra from marmalade); both examples are pieces it reads as <unk>, the
+    sentence's own first."""
+    tok = tales_tokenizers()[kind]
+    unknown = [p.text for p in tok.pieces(text) if p.unknown]
+    said = " ".join(tk.unk_explained(tok, unknown).split())
+    one, many = {"word": ("word", "words"), "char": ("character", "characters")}[kind]
+    assert f"A {one} tokenizer only knows the {many} it saw in its training text" in said
+    assert f"the same `<unk>` for every unknown {one}: it cannot tell “" in said
+    if kind == "char":
+        assert f"({tok.vocab_size - 1:,} of them)" in said and "zebra" not in said
+        assert len(tok.vocab[1:]) == len(set(tok.vocab[1:])) == tok.vocab_size - 1 and "<unk>" not in tok.vocab[1:]
+    a, b = re.search(r"it cannot tell “(.+?)” from “(.+?)”", said).groups()
+    assert a != b
+    for example in (a, b):
+        [piece] = tok.pieces(example)
+        assert piece.unknown
+    if unknown:
+        assert a == unknown[0]
+
+
+@pytest.mark.parametrize("key", VIEWS)
+def test_the_rows_caption_names_what_shares_the_unk_row_in_the_tokenizers_units(key):
+    """rows_caption "The same {word / character / token} always gets the same row", "Unknown {words / characters}
+    all share the `<unk>` row" (it said "Unknown words" for characters), only when the sentence has one."""
+    bundle = view(key).bundle
+    tok = bundle.tokenizer
+    one, many = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}[tok.kind]
+    for text in ("roses are red", "roses are pink 🙂 zebra"):
+        v = view_of(bundle, text)
+        caption = em.rows_caption(v)
+        assert f"The same {one} always gets the same row, wherever it stands" in caption
+        unknown = [i for i, p in enumerate(v.prepared.pieces) if p.id == tok.unk_id]
+        assert (f"Unknown {many} all share the `<unk>` row." in caption) == bool(unknown)
+        rows = v.trace["embed.tok"][0]
+        for i in unknown:
+            assert torch.equal(rows[i], rows[unknown[0]])
+    assert ("Unknown" in em.rows_caption(view_of(bundle, "roses are pink 🙂 zebra"))) == (tok.unk_id is not None)
+
+
 @pytest.mark.parametrize("word", [" because", " chased", "the", " zebra", " marmalade"])
 def test_bpe_applies_the_lowest_numbered_merge_that_fits_and_ends_as_the_real_tokens(word):
     """merge_caption "starts as its {n} bytes", "BPE always applies the lowest-numbered merge that fits", "the word

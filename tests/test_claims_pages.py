@@ -334,6 +334,19 @@ def check_tokenization(at: AppTest, ref: Ref) -> None:
                "orange pieces were not and are read as `<unk>`")
     else:
         c.says("Every token of this sentence is in the model's vocabulary: nothing was replaced by `<unk>`.")
+    if tok.unk_id is not None:                          # what <unk> is, for this kind of tokenizer
+        one, many = {"word": ("word", "words"), "char": ("character", "characters")}[tok.kind]
+        c.says(f"A {one} tokenizer only knows the {many} it saw in its training text",
+               f"The model then sees the same `<unk>` for every unknown {one}: ")
+        if tok.kind == "char":
+            c.says(f"({V - 1:,} of them)")
+        m = c.find(r"it cannot tell (“.+?”) from (“.+?”)\.")
+        for example in m.groups():                       # two pieces this tokenizer really reads as <unk>
+            [piece] = [p for p in tok.pieces(example[1:-1])]
+            assert piece.id == tok.unk_id, example
+        assert m[1] != m[2]
+        if ref.unknown:                                 # the sentence's own unknown pieces come first
+            assert m[1] == quote(ref.unknown[0])
     title = figure_titled(at, "Your sentence as")["layout"]["title"]["text"]
     assert title.startswith(f"Your sentence as {T} token{'s' * (T != 1)} ")
 
@@ -408,9 +421,10 @@ def check_embedding(at: AppTest, ref: Ref) -> None:
     torch.testing.assert_close(rows, W[ref.ids] * scale)
     c = Claims(show_section(at, "embedding", "Your sentence's rows"), "embedding: rows")
     check_notices(c, ref)
+    one, many = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}[ref.tok.kind]
     c.says(f"**vector of {D} numbers**", f"({V:,} rows)", f"({D} columns)",
            f"Each row is one token's {D:,} learned numbers",
-           "The same word always gets the same row, wherever it stands")
+           f"The same {one} always gets the same row, wherever it stands")
     if abs(scale - 1) > 1e-6:
         m = c.find(rf"multiplies every row by √{D} = ([\d.]+)")
         shows(m[1], scale, "embed_scale")
@@ -421,11 +435,11 @@ def check_embedding(at: AppTest, ref: Ref) -> None:
             if ref.ids[i] == ref.ids[j]:
                 assert torch.equal(rows[i], rows[j])
     if ref.unknown:
-        c.says("Unknown words all share the `<unk>` row.")
+        c.says(f"Unknown {many} all share the `<unk>` row.")
         for i in (i for i, t in enumerate(ref.ids) if t == ref.tok.unk_id):
             torch.testing.assert_close(rows[i], W[ref.tok.unk_id] * scale)
     else:
-        c.never("Unknown words all share")
+        c.never(f"Unknown {many} all share")
     title = figure_titled(at, "This sentence's embeddings")["layout"]["title"]["text"]
     assert title.startswith(f"This sentence's embeddings: {T} tokens x {D:,} numbers")
     check_lookup(c, at, ref, W, rows)
@@ -1062,7 +1076,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
             percent(m[1], float(p0[bb]), "old top guess before")
             percent(m[2], float(p1[aa]), "new top guess")
             percent(m[3], float(p1[bb]), "old top guess after")
-            assert value(m[2]) > value(m[3]) or float(p1[aa]) == float(p1[bb]), "the new favourite looks smaller"
+            assert float(m[2]) > float(m[3]) or float(p1[aa]) == float(p1[bb]), "the new favourite looks smaller"
         check_size(c, float((p1 - p0).abs().max()))
         check_notes(c, at, ref, family, f"the feed-forward of layer {skipped}", changed, changes(ref, after), token,
                     "ffn_whatif_look")
