@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from . import tasks
 from .tasks import strip_final_punctuation  # noqa: F401  (the app reads it from here)
-from .seq2seq import BOS, EOS, PAD
-from .tokenizers import UNK, Tokenizer
+from .tokenizers import BOS, EOS, PAD, UNK, Tokenizer
 
 SPECIAL_TOKENS = (UNK, PAD, BOS, EOS)
 

@@ -34,10 +34,11 @@ import torch.nn as nn
 from . import generate
 from .config import ModelConfig
 from .generate import Beam, NextLogProbs
+from .tasks import encode_pairs
+from .tokenizers import BOS, EOS, PAD  # noqa: F401  (tokens 1, 2 and 3 of its vocabulary; 0 is <unk>)
 from .layers import (BLOCK_NAMES, EMBED_NAMES, Block, Edit, Embedding, Recorder, Trace, causal_mask, check_tokens,
                      make_final_norm, stack, start_run)
 
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"     # tokens 1, 2 and 3 of an encoder-decoder's vocabulary (0 is <unk>)
 CROSS_NAMES = ("cross_attn.in", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores",
                "cross_attn.pattern", "cross_attn.z", "cross_attn.out", "resid_cross")
 DECODER_BLOCK_NAMES = BLOCK_NAMES[:BLOCK_NAMES.index("resid_mid") + 1] + CROSS_NAMES + \
@@ -166,7 +167,6 @@ def exact_match(bundle, data: list[tuple[str, str]], beam_size: int = 1) -> floa
         return right / max(1, len(data))
     if not data:
         return 0.0
-    from .tasks import encode_pairs    # here, not at the top: tasks imports this module for its special tokens
     sources, targets = encode_pairs(tok, data, model.cfg.max_len)                            # (N, S), (N, T)
     labels = targets[:, 1:].masked_fill(targets[:, 1:] == model.pad_id, -100)               # (N, T-1)
     rec = Recorder()                                                                         # no dropout

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .seq2seq import BOS, EOS, PAD
-from .tokenizers import UNK, WordTokenizer
+from .tokenizers import BOS, EOS, PAD, UNK, WordTokenizer
 
 TASKS = ("sort", "reverse", "translate")
 DIGITS = "0123456789"

@@ -21,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 UNK = "<unk>"
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"     # tokens 1, 2 and 3 of an encoder-decoder's vocabulary
 START = "<|endoftext|>"       # GPT-2's separator between documents, so also what it saw before each one
 
 
