@@ -221,6 +221,48 @@ def norm_stats(m: NormMath) -> pd.DataFrame:
     })
 
 
+def _learned_range(values: np.ndarray | None, start: float) -> tuple[float, float] | None:
+    """(smallest, largest) of a norm's learned gain or bias, or None while every value is still its starting value
+    (1 or 0) to the four decimals shown."""
+    if values is None or np.abs(values - start).max() < 5e-5:
+        return None
+    return float(values.min()), float(values.max())
+
+
+def _four(x: float) -> str:
+    """x to four decimals, never "-0.0000"."""
+    text = f"{x:.4f}"
+    return "0.0000" if text == "-0.0000" else text
+
+
+def norm_caption(m: NormMath, step: NormStep) -> str:
+    """What the norm does to this token, from the norm's own gain and bias and the output the trace recorded: the
+    output is stretched or shifted only where the learned values have moved from 1 and 0 (a fresh model's have not)."""
+    gain, bias = _learned_range(m.gain, 1.0), _learned_range(m.bias, 0.0)
+    y = m.traced
+    mean, var, rms = _four(float(y.mean())), _four(float(y.var())), _four(float(np.sqrt((y ** 2).mean())))
+    if m.kind == "layer":
+        text = (f"LayerNorm takes {step.x_name} and centres and rescales it: before the learned gain and bias, the "
+                "vector has mean 0 and variance 1 (up to the tiny ε). ")
+        if gain is None and bias is None:
+            return text + (f"This norm's gain is still 1 and its bias 0 in every dimension (their starting values), "
+                           f"so the real output ({step.y_name}) is that vector itself: mean {mean}, variance {var}.")
+        moves = [f"stretched by a learned gain (from {gain[0]:.4f} to {gain[1]:.4f})" if gain else
+                 "not stretched (its gain is still 1)",
+                 f"shifted by a learned bias (from {bias[0]:.4f} to {bias[1]:.4f})" if bias else
+                 "not shifted (its bias is still 0)"]
+        same = (mean, var) == ("0.0000", "1.0000")
+        return text + (f"The real output ({step.y_name}) then has each dimension {moves[0]} and {moves[1]}, so its "
+                       f"mean is {mean} and its variance {var}"
+                       + (": still 0 and 1 to four decimals." if same else ", no longer 0 and 1."))
+    text = f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned gain, its RMS is 1. "
+    if gain is None:
+        return text + (f"This norm's gain is still 1 in every dimension (its starting value), so the real output "
+                       f"({step.y_name}) is that vector itself: RMS {rms}.")
+    return text + (f"The real output ({step.y_name}) is then stretched by a learned gain per dimension (from "
+                   f"{gain[0]:.4f} to {gain[1]:.4f}), so its RMS is {rms}.")
+
+
 def norm_scatter_figure(view: View, m: NormMath, step: NormStep, token: int) -> go.Figure:
     """Each dimension's value before (x) and after (y) normalization: the plain rescaling is a straight line."""
     dims = np.arange(len(m.x))

@@ -5,7 +5,7 @@ from explorer.layout import (chart, explanation, layer_picker, math_panel, page_
                              sections, step_nav, token_picker)
 from explorer.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
-                               norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
+                               norm_caption, norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
 from explorer.state import view
 
 v = view()
@@ -66,15 +66,7 @@ if norm.open:
             stats = norm_stats(m)
             st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
                                                                 for c in ("mean", "variance", "RMS", "L2 norm")})
-            if m.kind == "layer":
-                st.caption(f"LayerNorm takes {step.x_name} and centres and rescales it: before the learned gain "
-                           "and bias, the vector has mean 0 and variance 1 (up to the tiny ε). The real output "
-                           f"({step.y_name}) then has each dimension stretched and shifted by learned amounts, so "
-                           "its mean and variance are no longer exactly 0 and 1.")
-            else:
-                st.caption(f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned "
-                           f"gain, its RMS is 1. The real output ({step.y_name}) is then stretched by a learned gain "
-                           "per dimension.")
+            st.caption(norm_caption(m, step))
         panel = math_panel(SLUG)
         if panel.open:
             with panel:

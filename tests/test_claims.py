@@ -25,7 +25,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from claims_support import LAB, SENTENCES, bundled, bundled_view, lab_bundle, lab_view, view_of
+from claims_support import LAB, LAB_TEXT, SENTENCES, bundled, bundled_view, lab_bundle, lab_view, view_of
 from conftest import open_page, page_text, show_section
 from explorer import attention as A
 from explorer import embedding as em
@@ -561,6 +561,69 @@ def test_norms_give_mean_0_and_variance_1_or_rms_1_before_their_learned_gain(key
                     assert rms == pytest.approx(math.sqrt(m.rms ** 2 - m.eps) / m.rms, rel=1e-9)
                     assert m.gain is not None and m.bias is None                 # a gain, no shift
                 assert 1 - (m.z.var() if cfg.norm == "layer" else float((m.z ** 2).mean())) < 1e-3   # tiny ε
+
+
+def norm_caption_claims(module: nn.Module, kind: str, y: torch.Tensor) -> list[str]:
+    """What norm_caption must say about a norm, recomputed from its parameters and the output y (D,) it gave."""
+    gain = module.weight.detach().double()
+    bias = module.bias.detach().double() if getattr(module, "bias", None) is not None else None
+    y = y.double()
+    four = lambda x: f"{x:.4f}".replace("-0.0000", "0.0000")                     # noqa: E731
+    moved_gain = float((gain - 1).abs().max()) >= 5e-5
+    moved_bias = bias is not None and float(bias.abs().max()) >= 5e-5
+    stretched = f"stretched by a learned gain (from {float(gain.min()):.4f} to {float(gain.max()):.4f})"
+    if kind == "RMSNorm":
+        rms = four(float(y.pow(2).mean().sqrt()))
+        if not moved_gain:
+            return [f"This norm's gain is still 1 in every dimension (its starting value)", f"itself: RMS {rms}."]
+        return [f"is then stretched by a learned gain per dimension (from {float(gain.min()):.4f} to "
+                f"{float(gain.max()):.4f}), so its RMS is {rms}."]
+    mean, var = four(float(y.mean())), four(float(y.var(unbiased=False)))
+    if not moved_gain and not moved_bias:
+        return ["This norm's gain is still 1 and its bias 0 in every dimension (their starting values)",
+                f"itself: mean {mean}, variance {var}."]
+    return [stretched if moved_gain else "not stretched (its gain is still 1)",
+            f"shifted by a learned bias (from {float(bias.min()):.4f} to {float(bias.max()):.4f})" if moved_bias
+            else "not shifted (its bias is still 0)",
+            f"so its mean is {mean} and its variance {var}"
+            + (": still 0 and 1 to four decimals." if (mean, var) == ("0.0000", "1.0000") else ", no longer 0 and 1.")]
+
+
+def moved_norms(key: str):
+    """The lab model `key` with its norms' gains and biases moved from 1 and 0, as training moves them."""
+    bundle = copy.deepcopy(lab_bundle(**LAB[key]))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in bundle.model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    return bundle
+
+
+@pytest.mark.parametrize("key", WITH_NORM + [f"{k}, trained norms" for k in WITH_NORM if k in LAB])
+def test_the_norm_caption_says_stretched_or_shifted_only_where_the_learned_values_moved(key):
+    """norm_caption: "stretched by a learned gain (from a to b) and shifted by a learned bias (from c to d), so its mean
+    is m and its variance v, no longer 0 and 1", or "This norm's gain is still 1 and its bias 0 ... itself: mean 0.0000,
+    variance 1.0000" (the page once said "no longer exactly 0 and 1" and "stretched by a learned gain" of a fresh
+    lab model whose gains were 1.0000), recomputed from the norm's parameters and the output in the trace."""
+    if key.endswith(", trained norms"):
+        v = view_of(moved_norms(key.removesuffix(", trained norms")), LAB_TEXT)
+    else:
+        v = view(key)
+    kind = {"layer": "LayerNorm", "rms": "RMSNorm"}[v.bundle.model.cfg.norm]
+    fresh = key in LAB
+    for layer in range(v.bundle.model.cfg.n_layers):
+        for step in R.norm_steps(v, layer):
+            for token in (0, len(v.tokens) - 1):
+                m = R.norm_math(v, step, token)
+                caption = R.norm_caption(m, step)
+                with torch.no_grad():
+                    y = step.module(step.x[token].float())                      # the norm, run by the test
+                torch.testing.assert_close(y, step.y[token], atol=1e-5, rtol=1e-5)
+                for claim in norm_caption_claims(step.module, kind, step.y[token]):
+                    assert claim in caption, (claim, caption)
+                if fresh:                                       # a fresh lab model's norms are still at 1 and 0
+                    assert "still 1" in caption and "stretched" not in caption and "no longer" not in caption
 
 
 @pytest.mark.parametrize("name", SENTENCES)

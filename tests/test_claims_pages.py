@@ -1130,6 +1130,35 @@ def check_residual(at: AppTest, ref: Ref) -> None:
         with torch.no_grad():
             torch.testing.assert_close(module(x.float()), y, atol=1e-5, rtol=1e-5)   # the named values are its own
         eps = module.eps if module.eps is not None else torch.finfo(torch.float32).eps
+        # Stretched or shifted only where the norm's learned gain and bias have moved from 1 and 0 (a fresh lab
+        # model's have not), with the output's real mean and variance (or RMS).
+        gain = module.weight.detach().double()
+        bias = module.bias.detach().double() if getattr(module, "bias", None) is not None else None
+        moved_gain = float((gain - 1).abs().max()) >= 5e-5
+        moved_bias = bias is not None and float(bias.abs().max()) >= 5e-5
+        out = y.double()
+        if not moved_gain and not moved_bias:
+            c.says("This norm's gain is still 1")
+            c.never("stretched by a learned gain")
+            c.never("no longer 0 and 1")
+        if moved_gain:
+            m = c.find(rf"stretched by a learned gain (?:per dimension )?\(from {NUMBER} to {NUMBER}\)")
+            shows(m[1], float(gain.min()), "smallest gain")
+            shows(m[2], float(gain.max()), "largest gain")
+        if moved_bias:
+            m = c.find(rf"shifted by a learned bias \(from {NUMBER} to {NUMBER}\)")
+            shows(m[1], float(bias.min()), "smallest bias")
+            shows(m[2], float(bias.max()), "largest bias")
+        if kind == "LayerNorm":
+            m = c.find(rf"mean(?: is)? {NUMBER}(?:,| and its) variance {NUMBER}")
+            shows(m[1], float(out.mean()), "the output's mean")
+            shows(m[2], float(out.var(unbiased=False)), "the output's variance")
+            if moved_gain or moved_bias:
+                c.says(": still 0 and 1 to four decimals." if (m[1].replace("-", ""), m[2]) == ("0.0000", "1.0000")
+                       else ", no longer 0 and 1.")
+        else:
+            m = c.find(rf"(?:itself: RMS|so its RMS is) {NUMBER}\.")
+            shows(m[1], float(out.pow(2).mean().sqrt()), "the output's RMS")
         latex = " ".join(element.value for element in at.latex)
         Claims.count += 1
         if kind == "LayerNorm":
