@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from model import corpora
 from model.tokenizers import UNK
 from model.transformer import Trace
 
@@ -26,6 +27,99 @@ PCA_CHUNK = 8192               # rows converted to double at a time by pca_2d
 
 # --- explanations ------------------------------------------------------------------------
 
+# Words the tiny tales use in the same places (model/corpora.py): a model that reads them as single tokens is
+# checked for whether training put each group together (group_neighbours).
+WORD_GROUPS = {"animal": list(corpora.ANIMALS), "feeling": [w for w in corpora.FEELINGS if w not in ("cold", "wet")]}
+NEAREST = 5             # each word's nearest rows looked at
+MIN_GROUP = 4           # a group is checked when at least this many of its words are single tokens
+
+
+@dataclass(frozen=True)
+class GroupNeighbours:
+    """How close the rows of one group of words sit: of each word's NEAREST nearest rows, how many are the group's."""
+    name: str               # "animal", "feeling"
+    words: int              # the group's words this model reads as one token each
+    same: float             # of each word's NEAREST nearest rows, on average this many are the group's
+    chance: float           # what NEAREST rows drawn at random would hold on average
+
+    @property
+    def close(self) -> bool:
+        """Most of a word's nearest rows are its group's, and many times more than chance would give."""
+        return self.same >= NEAREST / 2 and self.same > 5 * self.chance
+
+
+def group_ids(tokenizer, words: list[str]) -> list[int]:
+    """The ids of the words this tokenizer reads as one known token each (a byte-level BPE with the space it
+    puts in front of a word)."""
+    ids = []
+    for word in words:
+        pieces = tokenizer.pieces(word if tokenizer.kind != "bpe" else " " + word)
+        if len(pieces) == 1 and not pieces[0].unknown and (tokenizer.kind != "char" or len(word) == 1):
+            ids.append(pieces[0].id)
+    return ids
+
+
+def group_neighbours(weight: torch.Tensor, tokenizer) -> list[GroupNeighbours]:
+    """For each of WORD_GROUPS with at least MIN_GROUP single-token words: how many of each word's NEAREST
+    nearest rows (cosine, itself left out) belong to the group. Light for GPT-2: one (V x D) @ (D x n) product."""
+    W = weight.detach()
+    V = W.shape[0]
+    norms = W.norm(dim=1).clamp_min(1e-12)                                           # (V,)
+    found = []
+    for name, words in WORD_GROUPS.items():
+        ids = list(dict.fromkeys(group_ids(tokenizer, words)))
+        if len(ids) < MIN_GROUP or V <= NEAREST:
+            continue
+        sims = (W @ W[ids].T) / (norms[:, None] * norms[ids][None, :])              # (V, n)
+        sims[ids, range(len(ids))] = -math.inf                                       # not itself
+        nearest = sims.topk(NEAREST, dim=0).indices                                  # (NEAREST, n)
+        same = float(torch.isin(nearest, torch.tensor(ids)).sum()) / len(ids)
+        found.append(GroupNeighbours(name, len(ids), same, NEAREST * (len(ids) - 1) / (V - 1)))
+    return found
+
+
+def nearest_example(v: View) -> str:
+    """The nearest row to the first known token of the sentence, as an example from this model (markdown)."""
+    W, vocab, unk = embedding_matrix(v), v.bundle.tokenizer.vocab, v.bundle.tokenizer.unk_id
+    known = [i for i in v.prepared.ids if i != unk]
+    if not known or W.shape[0] < 2:
+        return ""
+    token = known[0]
+    norms = W.norm(dim=1).clamp_min(1e-12)
+    sims = (W @ W[token]) / (norms * norms[token])                                   # (V,)
+    sims[token] = -math.inf
+    if unk is not None:
+        sims[unk] = -math.inf
+    other = int(sims.argmax())
+    return (f" For example, in this model the row nearest to that of {quote(vocab[token])} is the row of "
+            f"{quote(vocab[other])} (cosine similarity {float(sims[other]):.2f}); the tab “{SECTIONS[3]}” shows the "
+            "nearest rows of any token.")
+
+
+def closeness(v: View) -> str:
+    """Whether words used in the same way sit close together in this model: measured on groups of words when it
+    reads them (animals, feelings), else a general sentence and this model's own nearest row to an example."""
+    groups = cache.per_model(lambda bundle: group_neighbours(embedding_matrix_of(bundle), bundle.tokenizer),
+                             v.name, v.bundle)
+    close = [g for g in groups if g.close]
+    measured = "; ".join(f"of each {g.name}'s {NEAREST} nearest rows, on average **{g.same:.1f}** are {g.name}s"
+                         f" too (rows drawn at random: {g.chance:.2g})" for g in groups)
+    if close:
+        together = ", ".join(f"{g.name}s close to {g.name}s" for g in close)
+        text = ("Training moved the tokens around until words that are used in the same way ended up near each "
+                f"other: {together}. Measured in this model: {measured}.")
+        return text
+    text = "Training moves the tokens around so that words used in the same way can end up near each other."
+    if groups:
+        text += (f" In this model the {' and the '.join(g.name + 's' for g in groups)} have not come together: "
+                 f"{measured}.")
+    return text + nearest_example(v)
+
+
+def embedding_matrix_of(bundle) -> torch.Tensor:
+    return bundle.model.embed.tok.weight.detach()
+
+
 def intro(v: View) -> str:
     cfg = v.bundle.model.cfg
     D, V = cfg.d_model, cfg.vocab_size
@@ -37,8 +131,7 @@ A token id is just a number on a list; **17** is not "closer" to **18** in meani
 move is to swap each id for a **vector of {D} numbers** it learned during training.
 
 Think of **coordinates on a map of meaning**. GPS places a town with 2 numbers; this model places every
-token with **{D} numbers**. Training moved the tokens around until words that are used in the same way
-ended up near each other: animals close to animals, feelings close to feelings.
+token with **{D} numbers**. {closeness(v)}
 
 The coordinates live in the **embedding matrix**: one row per vocabulary entry ({V:,} rows) and one column per
 dimension ({D} columns). "Embedding" a token means nothing more than **reading row number *id***. Nothing is

@@ -51,8 +51,8 @@ if neighbours.open:
         table = em.neighbours_table(v, token_id)
         chart(em.neighbours_figure(v, token_id, table), key="neighbours")
         st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
-                   f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size:,}. Words the model "
-                   "uses in similar places end up with similar rows.")
+                   f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size:,}. Training can give "
+                   "words that are used in similar places similar rows; whether it did here, the neighbours show.")
         panel = math_panel("embedding")
         if panel.open:
             with panel:

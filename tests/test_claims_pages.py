@@ -440,6 +440,7 @@ def check_embedding(at: AppTest, ref: Ref) -> None:
             torch.testing.assert_close(rows[i], W[ref.tok.unk_id] * scale)
     else:
         c.never(f"Unknown {many} all share")
+    check_closeness(c, ref, W)
     title = figure_titled(at, "This sentence's embeddings")["layout"]["title"]["text"]
     assert title.startswith(f"This sentence's embeddings: {T} tokens x {D:,} numbers")
     check_lookup(c, at, ref, W, rows)
@@ -486,6 +487,47 @@ def check_embedding(at: AppTest, ref: Ref) -> None:
     m = c.find(rf"cosine = a·b / \(\|a\| × \|b\|\) = .*? = \*\*{NUMBER}\*\*")
     shows(m[1], float(cos[nearest]), "cosine")
     check_lookup(c, at, ref, W, rows)
+
+
+GROUPS = {"animal": ["bear", "bird", "cat", "cow", "dog", "duck", "fox", "frog", "goat", "horse", "mouse", "owl", "pig",
+                     "puppy", "rabbit"],
+          "feeling": ["angry", "bored", "happy", "hungry", "sad", "scared", "sleepy", "tired"]}
+
+
+def check_closeness(c: Claims, ref: Ref, W: torch.Tensor) -> None:
+    """The explanation says words used alike sit close (animals to animals, ...) only where the rows show it, with
+    the numbers measured; otherwise it gives this model's own nearest row to the sentence's first known token."""
+    Wd = W.double()
+    unit = Wd / Wd.norm(dim=1, keepdim=True)
+
+    def nearest(i: int, k: int) -> list[int]:
+        cos = unit @ unit[i]
+        cos[i] = -2
+        return cos.topk(k).indices.tolist()
+
+    close = []
+    for name, words in GROUPS.items():
+        pieces = [ref.tok.pieces(" " + w if ref.tok.kind == "bpe" else w) for w in words]
+        ids = [p[0].id for p, w in zip(pieces, words) if len(p) == 1 and not p[0].unknown and len(p[0].text.strip()) == len(w)]
+        if len(ids) < 4:
+            c.never(f"of each {name}'s")
+            continue
+        same = float(np.mean([len(set(nearest(i, 5)) & set(ids)) for i in ids]))
+        m = c.find(rf"of each {name}'s 5 nearest rows, on average \*\*{NUMBER}\*\* are {name}s too")
+        shows(m[1], same, f"{name}s near {name}s")
+        if same >= 2.5 and same > 5 * 5 * (len(ids) - 1) / (ref.V - 1):
+            close.append(name)
+    if close:
+        c.says("ended up near each other: " + ", ".join(f"{g}s close to {g}s" for g in close) + ".")
+        return
+    c.never("close to")
+    c.says("Training moves the tokens around so that words used in the same way can end up near each other.")
+    first = next(i for i in ref.ids if i != ref.tok.unk_id)
+    m = c.find(rf"the row nearest to that of {re.escape(quote(ref.vocab[first]))} is the row of (“.*?”) \(cosine "
+               rf"similarity {NUMBER}\)")
+    other = [i for i in nearest(first, 2) if i != ref.tok.unk_id][0]
+    assert m[1] == quote(ref.vocab[other])
+    shows(m[2], float(unit[first] @ unit[other]), "the example's cosine")
 
 
 def check_lookup(c: Claims, at: AppTest, ref: Ref, W: torch.Tensor, rows: torch.Tensor) -> None:
