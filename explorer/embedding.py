@@ -92,8 +92,8 @@ def nearest_example(v: View) -> str:
         sims[unk] = -math.inf
     other = int(sims.argmax())
     return (f" For example, in this model the row nearest to that of {quote(vocab[token])} is the row of "
-            f"{quote(vocab[other])} (cosine similarity {float(sims[other]):.2f}); the tab “{SECTIONS[3]}” shows the "
-            "nearest rows of any token.")
+            f"{quote(vocab[other])} (cosine similarity {float(sims[other]):.2f}); the tab “{SECTIONS[3]}” shows "
+            "the nearest rows of any token.")
 
 
 def closeness(v: View) -> str:

@@ -428,8 +428,8 @@ def _from_vocabulary(tokenizer):
 def default_pair(v: View) -> tuple[str, str]:
     """Two sentences that this model's tokenizer reads as exactly the same tokens in a different order: the
     dog-and-cat pair when it has no unknown word; otherwise the sidebar sentence with its words reversed, or two
-    of them swapped; otherwise the same with its unknown words left out; otherwise three tokens of the vocabulary in two orders. The sidebar sentence twice when none works (the page then says
-    the two are the same)."""
+    of them swapped; otherwise the same with its unknown words left out; otherwise three tokens of the vocabulary
+    in two orders. The sidebar sentence twice when none works (the page then says the two are the same)."""
     tok = v.bundle.tokenizer
     text = v.text or ""
     known = " ".join(w for w in text.split() if tok.unk_id not in tok.encode(w))      # its unknown words left out

@@ -255,7 +255,8 @@ def norm_caption(m: NormMath, step: NormStep) -> str:
         return text + (f"The real output ({step.y_name}) then has each dimension {moves[0]} and {moves[1]}, so its "
                        f"mean is {mean} and its variance {var}"
                        + (": still 0 and 1 to four decimals." if same else ", no longer 0 and 1."))
-    text = f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned gain, its RMS is 1. "
+    text = (f"RMSNorm takes {step.x_name} and divides it by its root mean square: before the learned gain, its RMS "
+            "is 1. ")
     if gain is None:
         return text + (f"This norm's gain is still 1 in every dimension (its starting value), so the real output "
                        f"({step.y_name}) is that vector itself: RMS {rms}.")
