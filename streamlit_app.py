@@ -4,11 +4,11 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from explorer.lab import pause_all
-from explorer.memory import limit_arenas
-from explorer.plotly_component import provide_plotly_js
-from explorer.state import current_view
-from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
+from explorer.app.lab import pause_all
+from explorer.app.memory import limit_arenas
+from explorer.app.plotly_component import provide_plotly_js
+from explorer.app.state import current_view
+from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
@@ -31,5 +31,5 @@ page = st.navigation({"Walk-through": [as_page(s) for s in STEPS],
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
-st.session_state["view"] = current_view()         # pages read it with explorer.state.view()
+st.session_state["view"] = current_view()         # pages read it with explorer.app.state.view()
 page.run()

@@ -12,7 +12,7 @@ AREA = "browser"
 def run(report: Report, updates: int = 3, train_seconds: float = 10.0) -> None:
     from playwright.sync_api import sync_playwright
 
-    from explorer.steps import ENCODER_DECODER, STEPS
+    from explorer.registry import ENCODER_DECODER, STEPS
 
     views = [(step.slug, "tinytales", PAGE_SENTENCE) for step in STEPS if step.slug != "home"]
     views.append((ENCODER_DECODER.slug, "translate", "the red cat sees a green mouse"))

@@ -52,8 +52,8 @@ def run(report: Report, visitors: int = 10, d_model: int = 768) -> None:
 
 def pages(report: Report, cache: Path, reps: int = 5) -> None:
     """Each step page's script run with GPT-2 picked and its trace cached (AppTest, in this process)."""
-    from explorer import models
-    from explorer.steps import STEPS
+    from explorer.app import models
+    from explorer.registry import STEPS
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     models.CACHE_DIR = cache

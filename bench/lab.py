@@ -23,7 +23,7 @@ def run(report: Report) -> None:
 def ticks(report: Report, rounds: int = 6) -> None:
     """Steps per second in the lab's ticks (with each tick's validation, sample and attention snapshot) and
     in a plain loop given the same wall time per tick."""
-    from explorer.training import TICK_SECONDS, LabSetup, new_run
+    from explorer.lab.training import TICK_SECONDS, LabSetup, new_run
     from model.trainer import make_batch
     from model.transformer import TransformerLM
 
@@ -66,7 +66,7 @@ def ticks(report: Report, rounds: int = 6) -> None:
 
 def roses(report: Report, target_loss: float = 0.05) -> None:
     """Roses with the lab's default settings, tick after tick, to validation loss `target_loss`."""
-    from explorer.training import LabSetup, new_run
+    from explorer.lab.training import LabSetup, new_run
 
     start = time.perf_counter()
     lab_run = new_run(LabSetup(), "roses")
@@ -83,7 +83,7 @@ def roses(report: Report, target_loss: float = 0.05) -> None:
 
 def sort(report: Report, exact: float = 0.99) -> None:
     """The lab's sort preset (encoder-decoder), tick after tick, to `exact` held-out exact match."""
-    from explorer.training import PRESETS, new_run
+    from explorer.lab.training import PRESETS, new_run
 
     lab_run = new_run(PRESETS["sort (encoder-decoder)"][1], "bench")
     start = time.perf_counter()

@@ -244,7 +244,7 @@ CLASS_SENTENCES = [f"the {a} cat sat on the mat because it was {b}"
 
 def step_slugs() -> list[str]:
     """The walk-through's step pages (home left out), in order."""
-    from explorer.steps import STEPS
+    from explorer.registry import STEPS
     return [step.slug for step in STEPS if step.slug != "home"]
 
 

@@ -73,7 +73,7 @@ def classroom(report: Report, visitors: int, trainers: int, rounds: int, slugs: 
 def contention(report: Report, updates: int = 10, slug: str = "feedforward") -> None:
     """Server-side cost of one visitor's update (a new sentence on page `slug`; feed-forward has the slowest
     script run), alone and while two trainings tick in other threads of the same process."""
-    from explorer.training import PRESETS, new_run
+    from explorer.lab.training import PRESETS, new_run
 
     at = open_app(f"pages/{slug}.py")
 

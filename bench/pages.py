@@ -17,7 +17,7 @@ SORT_LIST = "7 3 9 1 4 2"
 
 
 def run(report: Report, reps: int = 10) -> None:
-    from explorer.steps import DISCOVER, ENCODER_DECODER, LAB, STEPS
+    from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
 
     views = {step.slug: (step.file, "tinytales", PAGE_SENTENCE) for step in [*STEPS, DISCOVER, LAB]}
     views[ENCODER_DECODER.slug] = (ENCODER_DECODER.file, "translate", TRANSLATE_SENTENCE)

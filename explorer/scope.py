@@ -11,8 +11,8 @@ import pandas as pd
 from model import tasks
 from model.scope import NOT_RECORDED, OUTSIDE, Scope, scope_of
 
-from .plot import visible
-from .view import View, escape, quote
+from explorer.plot import visible
+from explorer.view import View, escape, quote
 
 NAMED_AT_MOST = 8          # unknown words named in a notice; the rest are counted
 

@@ -39,7 +39,8 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int 
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).float()
     probs = (logits / temperature).softmax(-1)                          # (V,)
-    order = probs.argsort(descending=True, stable=True)                 # (V,), ties in token order
+    order = logits.argsort(descending=True, stable=True)                # (V,), ranked by logit: ties the softmax
+                                                                        # rounds away keep it; exact ties in token order
     keep = torch.ones_like(probs, dtype=torch.bool)                     # (V,)
     if top_k is not None:
         keep[order[top_k:]] = False

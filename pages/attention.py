@@ -1,12 +1,12 @@
 """Step 4, attention: queries, keys and values, the four steps of one head, and every head at once."""
 import streamlit as st
 
-from explorer import attention as A
-from explorer import discoveries as D
-from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
+from explorer.steps import attention as A
+from explorer.app import discover
+from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
                              require_trace, sections, step_nav, token_picker)
-from explorer.state import view
-from explorer import whatif as W
+from explorer.app.state import view
+from explorer.steps import whatif as W
 
 
 def look_at(position: int) -> None:
@@ -19,7 +19,7 @@ def look_at(position: int) -> None:
 v = view()
 cfg = v.bundle.model.cfg
 page_header("attention", v)
-D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
+discover.way_back()                         # after a discovery's "Show me": one click back to your own sentence
 explanation(v, A.intro(cfg))
 trace = require_trace(v, "attention")
 

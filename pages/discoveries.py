@@ -2,25 +2,26 @@
 import streamlit as st
 
 from explorer import discoveries as D
-from explorer.layout import chart, explanation, page_header, step_nav
-from explorer.state import get_bundle, view
+from explorer.app import discover
+from explorer.app.layout import chart, explanation, page_header, step_nav
+from explorer.app.state import get_bundle, view
 
-D.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
+discover.switch_if_asked()                 # "Show me" was pressed: the view is set, open its page
 v = view()
 page_header("discoveries", v)
-D.way_back()                        # after a "Show me": one click back to your own sentence
+discover.way_back()                        # after a "Show me": one click back to your own sentence
 explanation(v, D.INTRO, title="How these were found")
-name, notice = D.subject_model(v.name)
+name, notice = discover.subject_model(v.name)
 if notice:
     st.info(notice, icon=":material/info:")
 
 
 def draw(discovery: D.Discovery) -> None:
     """One card: the story, the student's guess, then the model's answer and the "Show me" button."""
-    saved = D.guesses().get(discovery.key, {})
+    saved = discover.guesses().get(discovery.key, {})
     revealed = saved.get("revealed", False)
     if discovery.key == "diverging" and revealed and discovery.target is not None:
-        discovery = D.diverging_card(D.cached_lab_outcome(D.DIVERGING))      # trains only once revealed
+        discovery = D.diverging_card(discover.cached_lab_outcome(D.DIVERGING))      # trains only once revealed
     with st.container(border=True):
         st.subheader(discovery.title)
         st.markdown(discovery.story)
@@ -30,7 +31,7 @@ def draw(discovery: D.Discovery) -> None:
         guess = st.radio(discovery.question, options, key=f"discovery_radio_{discovery.key}", disabled=revealed,
                          index=options.index(saved["guess"]) if saved.get("guess") in options else None)
         if not revealed:
-            st.button("Reveal", key=f"discovery_reveal_{discovery.key}", on_click=D.reveal, args=(discovery.key,),
+            st.button("Reveal", key=f"discovery_reveal_{discovery.key}", on_click=discover.reveal, args=(discovery.key,),
                       disabled=guess is None, icon=":material/visibility:",
                       help="Pick your guess first." if guess is None else "See what the model does.")
             return
@@ -40,12 +41,12 @@ def draw(discovery: D.Discovery) -> None:
             target = discovery.target
             chart(D.sharpness_figure(get_bundle(name), target.layer, target.head, v.presenter),
                   key=f"discovery_{discovery.key}")
-        st.button("Show me", key=f"discovery_show_{discovery.key}", on_click=D.show_me, args=(discovery.target,),
+        st.button("Show me", key=f"discovery_show_{discovery.key}", on_click=discover.show_me, args=(discovery.target,),
                   type="primary", icon=":material/arrow_forward:",
                   help="Open the page that shows this, with the model, sentence, layer, head and token set.")
 
 
-cards = [*D.cached_discoveries(name), D.diverging_card()]
+cards = [*discover.cached_discoveries(name), D.diverging_card()]
 columns = [st.container()] if v.presenter else st.columns(2)
 for i, card in enumerate(cards):
     with columns[i % len(columns)]:

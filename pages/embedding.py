@@ -1,10 +1,10 @@
 """Step 2, embedding: each token id picks a learned row of numbers; maps and similarities of those rows."""
 import streamlit as st
 
-from explorer import embedding as em
-from explorer.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.steps import embedding as em
+from explorer.app.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
-from explorer.state import view
+from explorer.app.state import view
 
 v = view()
 page_header("embedding", v)

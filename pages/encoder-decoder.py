@@ -1,12 +1,12 @@
 """The encoder-decoder: the encoder reads the source, the decoder writes the target through cross-attention."""
 import streamlit as st
 
-from explorer import seq2seq as S
-from explorer.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
+from explorer.steps import encoder_decoder as S
+from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
                              sections, step_nav)
-from explorer.models import is_encoder_decoder
+from explorer.app.models import is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
-from explorer.state import apply_view, view
+from explorer.app.state import apply_view, view
 
 v = view()
 page_header(S.SLUG, v)

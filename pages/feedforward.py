@@ -1,16 +1,16 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
-from explorer import feedforward as ff
-from explorer.feedforward import (ALL_NEURONS_UP_TO, SECTIONS, SLUG, activation_name, heatmap_text, intro, activations_figure,
+from explorer.steps import feedforward as ff
+from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SECTIONS, SLUG, activation_name, heatmap_text, intro, activations_figure,
                                   change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
-from explorer.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.plot import DIMS_SHOWN
-from explorer.state import view
-from explorer import whatif as W
+from explorer.app.state import view
+from explorer.steps import whatif as W
 
 
 def look_at(position: int) -> None:

@@ -1,11 +1,11 @@
 """The big picture: the whole pipeline with this sentence's shapes, each stage linking to its page."""
 import streamlit as st
 
-from explorer.home import INTRO, pipeline
-from explorer.layout import explanation, page_header, require_trace, step_nav, word_list
+from explorer.steps.home import INTRO, pipeline
+from explorer.app.layout import explanation, page_header, require_trace, step_nav, word_list
 from explorer.scope import training_line
-from explorer.state import label, view
-from explorer.steps import BY_SLUG, DISCOVER
+from explorer.app.state import label, view
+from explorer.registry import BY_SLUG, DISCOVER
 
 v = view()
 page_header("home", v)

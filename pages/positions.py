@@ -1,16 +1,16 @@
 """Step 3, positional encoding: the seat numbers added to each token, and what is lost without them."""
 import streamlit as st
 
-from explorer import discoveries as D
-from explorer import positions as P
-from explorer.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.app import discover
+from explorer.steps import positions as P
+from explorer.app.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
-from explorer.state import view
+from explorer.app.state import view
 
 v = view()
 cfg = v.bundle.model.cfg
 page_header("positions", v)
-D.way_back()                         # after a discovery's "Show me": one click back to your own sentence
+discover.way_back()                         # after a discovery's "Show me": one click back to your own sentence
 st.caption(P.kind_caption(cfg))
 explanation(v, P.intro(cfg))
 trace = require_trace(v, "positions")

@@ -1,14 +1,14 @@
 """Step 7: the last scores become probabilities; temperature, top-k and top-p shape them; the model writes."""
 import streamlit as st
 
-from explorer.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.app.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
 from explorer.plot import safe
-from explorer.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
+from explorer.steps.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
                                  actual_next_story, continuation_table, continued_text, cumulative_figure,
                                  explanation_text, extend, kept_summary, logit_figure, mass_kept,
                                  probability_figure, ranking, renormalise_story, softmax_story, softmax_worked,
                                  top_k_steps, top_p_story, window_story)
-from explorer.state import MAX_CHARS, view
+from explorer.app.state import MAX_CHARS, view
 from model.generate import STRATEGIES
 
 v = view()

@@ -1,12 +1,12 @@
 """Step 6, residual stream and normalization: the running total, what each layer adds, and the logit lens."""
 import streamlit as st
 
-from explorer.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
-from explorer.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
+from explorer.steps.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
                                norm_caption, norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
-from explorer.state import view
+from explorer.app.state import view
 
 v = view()
 page_header(SLUG, v)

@@ -1,10 +1,10 @@
 """Step 1, tokenization: the sentence cut into tokens, three ways of cutting, BPE merges and the vocabulary."""
 import streamlit as st
 
-from explorer import tokenization as tk
-from explorer.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.steps import tokenization as tk
+from explorer.app.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
-from explorer.state import view
+from explorer.app.state import view
 
 v = view()
 page_header("tokenization", v)

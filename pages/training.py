@@ -1,13 +1,13 @@
 """Training lab: train a small transformer live, watch it learn, then explore it in the walk-through."""
 import streamlit as st
 
-from explorer import lab
-from explorer.lab_figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
+from explorer.app import lab
+from explorer.lab.figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
                                   metrics_chart, same_task_runs, snapshot_caption, snapshot_chart)
-from explorer.layout import chart, explanation, page_header
-from explorer.models import is_encoder_decoder
-from explorer.state import view
-from explorer.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
+from explorer.app.layout import chart, explanation, page_header
+from explorer.app.models import is_encoder_decoder
+from explorer.app.state import view
+from explorer.lab.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
                                divergence_explanation, length_caption, length_sentence, setting_words)
 
 explored = lab.take_explore_request()

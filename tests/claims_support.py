@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import torch
 
-from explorer.state import DEFAULT_SENTENCE, View
+from explorer.app.state import DEFAULT_SENTENCE, View
 from model import corpora, presets
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig

@@ -112,7 +112,7 @@ def _fresh_cache_when_marked(request):
 
 
 def open_page(slug: str = "home", open_math: bool = True, **query) -> AppTest:
-    """Run the app on page `slug` (a step slug, as in explorer.steps) with URL query parameters, its
+    """Run the app on page `slug` (a step slug, as in explorer.registry) with URL query parameters, its
     "Show the math" panel open unless `open_math` is False (a student opens it with a click)."""
     at = AppTest.from_file(APP, default_timeout=60)
     for key, value in query.items():
@@ -161,7 +161,7 @@ def decode(value):
 
 def plotly_charts(at: AppTest) -> list[dict]:
     """Every Plotly chart on the page, in page order, as the app's keyed component receives it
-    (explorer.plotly_component): {"figure": the figure's JSON text, "config": Plotly's config}."""
+    (explorer.app.plotly_component): {"figure": the figure's JSON text, "config": Plotly's config}."""
     return [json.loads(chart.proto.json) for chart in at.get("bidi_component")
             if chart.proto.component_name.endswith("explorer_plotly")]
 

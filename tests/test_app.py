@@ -3,9 +3,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import APP, open_page, page_text, plotly_figures, type_text
-from explorer.attention import SECTIONS
-from explorer.state import DEFAULT_SENTENCE
-from explorer.steps import STEPS
+from explorer.steps.attention import SECTIONS
+from explorer.app.state import DEFAULT_SENTENCE
+from explorer.registry import STEPS
 from model.checkpoint import load_bundled
 
 STRANGE = {

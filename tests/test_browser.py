@@ -11,7 +11,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from browser_support import open_view, type_sentence
-from explorer.steps import LAB, STEPS
+from explorer.registry import LAB, STEPS
 
 WITHOUT_CHARTS = {"home"}                # every other step page draws Plotly figures
 XSS = "<img src=x onerror=alert(1)>"

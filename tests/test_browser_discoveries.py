@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
-from explorer import attention as A
+from explorer.steps import attention as A
 from explorer import discoveries as D
 from model.checkpoint import load_bundled
 

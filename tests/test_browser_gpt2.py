@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import open_view, serve, type_sentence
-from explorer.steps import STEPS
+from explorer.registry import STEPS
 from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
 from model.hub import GPT2
 

@@ -4,8 +4,8 @@ import copy
 import torch
 
 from conftest import open_page, plotly_figures
-from explorer import cache
-from explorer import whatif as W
+from explorer.app import cache
+from explorer.steps import whatif as W
 from explorer.view import View, model_key
 from model.checkpoint import load_bundled
 from model.inputs import prepare_text

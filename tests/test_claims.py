@@ -27,18 +27,18 @@ import torch.nn as nn
 
 from claims_support import LAB, LAB_TEXT, SENTENCES, bundled, bundled_view, lab_bundle, lab_view, view_of
 from conftest import open_page, page_text, show_section
-from explorer import attention as A
-from explorer import embedding as em
-from explorer import feedforward as ff
-from explorer import home as H
-from explorer import positions as P
-from explorer import residual as R
-from explorer import tokenization as tk
-from explorer.layout import quote
-from explorer.prediction import EXPLANATION, kept_summary, mass_kept, ranking, Settings
-from explorer.state import DEFAULT_SENTENCE
-from explorer.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
-from explorer import whatif as W
+from explorer.steps import attention as A
+from explorer.steps import embedding as em
+from explorer.steps import feedforward as ff
+from explorer.steps import home as H
+from explorer.steps import positions as P
+from explorer.steps import residual as R
+from explorer.steps import tokenization as tk
+from explorer.app.layout import quote
+from explorer.steps.prediction import EXPLANATION, kept_summary, mass_kept, ranking, Settings
+from explorer.app.state import DEFAULT_SENTENCE
+from explorer.lab.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
+from explorer.steps import whatif as W
 from model import edits, presets
 from model.config import ModelConfig
 from model.generate import next_token_probs
@@ -1001,7 +1001,7 @@ def test_each_preset_is_what_its_description_says(name):
     encoding ... Compare with ...", "the same walkthrough model with the norm after each sum", "SGD at learning
     rate 1.0, no warmup, no gradient clipping", "with label smoothing and the warmup schedule", "lists of 3 to 8
     digits, then test it on every length from 1 to 14", the task each one names, and which are encoder-decoders."""
-    from explorer.training import DIGIT_LENGTHS
+    from explorer.lab.training import DIGIT_LENGTHS
     about, setup = PRESETS[name]
     m, train = setup.model, setup.train
     claims = preset_claims(about)

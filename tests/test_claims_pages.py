@@ -381,7 +381,7 @@ def check_tokenization(at: AppTest, ref: Ref) -> None:
 
 def check_merges(c: Claims, at: AppTest, ref: Ref) -> None:
     """The replay of one word's BPE merges: its last merge is the lowest-ranked that fits, and the count is real."""
-    from explorer.tokenization import comparison_tokenizers
+    from explorer.steps.tokenization import comparison_tokenizers
     bpe = ref.tok if ref.tok.kind == "bpe" else comparison_tokenizers(ref.bundle)[0]["bpe"]
     special = bpe.vocab_size - 256 - len(bpe.merges)
     size = (f"{bpe.vocab_size:,} tokens: 256 single bytes + {len(bpe.merges):,} learned merges"
@@ -408,7 +408,7 @@ def check_merges(c: Claims, at: AppTest, ref: Ref) -> None:
     m = c.find(rf"\*\*Step {step}\*\*: merge (“.*?”) \+ (“.*?”) → (“.*?”)\. It is merge \*\*#(\d+)\*\*")
     assert int(m[4]) == lowest
     a, b = bpe.merges[lowest]
-    from explorer.tokenization import visible
+    from explorer.steps.tokenization import visible
     assert (m[1], m[2]) == (quote(visible(bpe.token_text(a))), quote(visible(bpe.token_text(b))))
     c.says(f"No learned merge fits any more: the word ends as **{n} token{'s' * (n != 1)}**.")
 
@@ -1321,7 +1321,7 @@ def open_app(model: str, text: str, bundle, request, monkeypatch) -> AppTest:
     """The app on the big picture, with `model` reading `text`, its last layer and head chosen."""
     at = AppTest.from_file(APP, default_timeout=60)
     if model == GPT2_NAME:
-        from explorer import models
+        from explorer.app import models
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")                          # a prepared cache needs no network
         monkeypatch.setattr(models, "CACHE_DIR", request.getfixturevalue("gpt2_cache"))
     if model in LABS:

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from conftest import figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer import attention as A
+from explorer.steps import attention as A
 from explorer import discoveries as D
-from explorer import positions as P
-from explorer import whatif as W
-from explorer.steps import BY_SLUG, DISCOVER, neighbours
-from explorer.training import PRESETS, new_run
+from explorer.app import discover
+from explorer.steps import positions as P
+from explorer.steps import whatif as W
+from explorer.registry import BY_SLUG, DISCOVER, neighbours
+from explorer.lab.training import PRESETS, new_run
 from explorer.view import quote
 from model import edits
 from model.checkpoint import Bundle, load_bundled
@@ -460,7 +461,7 @@ def test_the_way_back_is_dropped_once_you_type_a_sentence_of_your_own():
     at.button(key="discovery_show_pronoun").click().run()
     assert at.button(key="discovery_back")
     at.text_input(key="text").set_value("the cat sat on the mat").run()
-    assert not [b for b in at.button if b.key == "discovery_back"] and D.BACK not in at.session_state
+    assert not [b for b in at.button if b.key == "discovery_back"] and discover.BACK not in at.session_state
 
 
 def test_a_sentence_with_markdown_is_shown_as_text_on_the_way_back():

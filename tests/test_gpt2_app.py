@@ -7,18 +7,18 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer import embedding as em
-from explorer import models
-from explorer import whatif as W
+from explorer.steps import embedding as em
+from explorer.app import models
+from explorer.steps import whatif as W
 from explorer.plot import token_label
-from explorer.steps import STEPS
+from explorer.registry import STEPS
 from model.transformer import sinusoidal_table
 from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
 from model import hub
 from model.hub import GPT2
 from model.pretrained import load_pretrained
 
-SECTIONS = {slug: importlib.import_module(f"explorer.{slug}").SECTIONS for slug in
+SECTIONS = {slug: importlib.import_module(f"explorer.steps.{slug}").SECTIONS for slug in
             ("tokenization", "embedding", "positions", "attention", "feedforward", "residual")}
 
 
@@ -173,7 +173,7 @@ def test_gpt2s_logit_lens_reads_13_stages_down_and_its_last_row_is_the_forecast(
 
 
 def test_the_bpe_page_replays_gpt2s_own_merges(gpt2):
-    from explorer import tokenization as tk
+    from explorer.steps import tokenization as tk
     tok = gpt2.tokenizer
     assert tk.merges_note(tok, tok) == ("These are the model's own BPE merges (50,257 tokens: 256 single bytes + "
                                         "50,000 learned merges + 1 special token).")

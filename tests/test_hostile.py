@@ -7,8 +7,13 @@ shown back is exactly the text that was typed.
 from hypothesis import HealthCheck, given, settings, strategies as st_
 
 from conftest import open_page, show_section, type_text
-from explorer import attention, embedding, feedforward, positions, residual, tokenization
-from explorer.steps import DISCOVER, LAB, STEPS
+from explorer.steps import attention
+from explorer.steps import embedding
+from explorer.steps import feedforward
+from explorer.steps import positions
+from explorer.steps import residual
+from explorer.steps import tokenization
+from explorer.registry import DISCOVER, LAB, STEPS
 
 PAGES = [s.slug for s in STEPS] + [DISCOVER.slug, LAB.slug]
 SECTIONS = {"tokenization": tokenization.SECTIONS, "embedding": embedding.SECTIONS,       # the pages in tabs

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
-from explorer import lab as lab_logic
-from explorer import training
-from explorer.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
+from explorer.app import lab as lab_logic
+from explorer.lab import training
+from explorer.lab.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
 
 
@@ -94,7 +94,7 @@ def test_training_in_one_session_leaves_the_bundled_model_bit_for_bit_unchanged(
     at.button(key="lab_start").click().run()
     active(at).tick()
     other = open_page("home")                  # another visitor, on the shared cached model
-    from explorer.state import bundled_model
+    from explorer.app.state import bundled_model
     after = bundled_model("tinytales").model.run(ids)
     for name, value in before.items():
         assert torch.equal(value, after[name]), name

@@ -5,8 +5,8 @@ import math
 from streamlit.testing.v1 import AppTest
 
 from conftest import decode, figure_titled, open_page, page_text
-from explorer.lab_figures import loss_figure
-from explorer.training import PRESETS, divergence_explanation, new_run
+from explorer.lab.figures import loss_figure
+from explorer.lab.training import PRESETS, divergence_explanation, new_run
 
 
 def diverged_lab():
@@ -89,8 +89,8 @@ def _discoveries_page():
     """What another page (Discoveries) does to open the diverging preset in one click."""
     import streamlit as st
 
-    from explorer import lab
-    from explorer.training import PRESETS
+    from explorer.app import lab
+    from explorer.lab.training import PRESETS
     lab.init_setup_widgets()
     st.session_state["lab_preset"] = "diverging"
     lab.apply_preset()

@@ -4,7 +4,7 @@ on the encoder-decoder page."""
 import pytest
 
 from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
-from explorer.training import PRESETS, new_run
+from explorer.lab.training import PRESETS, new_run
 from model import tasks
 from model.seq2seq import EncoderDecoder, beam_search
 
@@ -69,7 +69,7 @@ def test_gradient_flow_shows_every_parameters_mean_and_largest_gradient_when_ope
 
 
 def test_reversal_is_an_encoder_decoder_task_too_as_a_contrast_to_sorting():
-    from explorer.training import LabSetup
+    from explorer.lab.training import LabSetup
     setup = PRESETS["sort (encoder-decoder)"][1]
     run = new_run(LabSetup(task="ed_reverse", model=setup.model, train=setup.train), "reverse")
     assert run.tokenizer.decode(run.probe_target) == "4 1 9 3 7"

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from conftest import figure_titled, open_page, page_text
-from explorer.training import (DIGIT_LENGTHS, PRESETS, LengthResult, length_sentence, length_test_pairs,
+from explorer.lab.training import (DIGIT_LENGTHS, PRESETS, LengthResult, length_sentence, length_test_pairs,
                                lengths_to_test, training_sources)
 from model.checkpoint import Bundle
 from model.seq2seq import exact_match

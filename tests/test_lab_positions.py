@@ -6,7 +6,7 @@ than their 1,500 steps (800; measured: 99% with positions, 0% without); held-out
 """
 from dataclasses import replace
 
-from explorer.training import PRESETS, exact_match, new_run, reversal_score
+from explorer.lab.training import PRESETS, exact_match, new_run, reversal_score
 from model.corpora import digit_reversal_examples
 
 

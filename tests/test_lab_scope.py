@@ -2,7 +2,7 @@
 and a digit task's list lengths (the facts model/scope.py reads), every number counted from the run's own data."""
 import pytest
 
-from explorer.training import LabSetup, PRESETS, new_run
+from explorer.lab.training import LabSetup, PRESETS, new_run
 from model import corpora, tasks
 from model.scope import scope_of
 

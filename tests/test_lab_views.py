@@ -4,9 +4,9 @@ Start will train, and the page says how to share a trained model."""
 import pytest
 
 from conftest import figure_titled, open_page, page_text
-from explorer import training
-from explorer.lab_figures import COMPARE_WINDOW, compare_figure, log_ticks, loss_figure, metrics_chart, metrics_data
-from explorer.training import (LabSetup, PRESETS, TrainConfig, WALKTHROUGH, describe_difference, new_run,
+from explorer.lab import training
+from explorer.lab.figures import COMPARE_WINDOW, compare_figure, log_ticks, loss_figure, metrics_chart, metrics_data
+from explorer.lab.training import (LabSetup, PRESETS, TrainConfig, WALKTHROUGH, describe_difference, new_run,
                                setting_words)
 
 
@@ -48,7 +48,7 @@ def test_the_time_left_follows_the_wall_clock_pace_of_ticks_not_the_compute_time
     now[0] += 60                                                           # a pause is not the pace
     run.tick()
     assert run.seconds_left() == pytest.approx((5000 - run.steps_done) * (t1 - t0) / (s1 - s0), rel=0.5)
-    from explorer.lab import progress_text
+    from explorer.app.lab import progress_text
     assert f"about {run.seconds_left():.0f} s left" in progress_text(run)
 
 
@@ -121,7 +121,7 @@ def test_the_hint_describes_what_start_will_train_when_the_knobs_differ_from_the
 
 
 def test_every_preset_once_chosen_is_shown_as_that_preset_and_one_changed_knob_shows_the_change():
-    """The hint reads the setup back from the knobs (explorer.training.preset_hint); a setting a preset makes (the
+    """The hint reads the setup back from the knobs (explorer.lab.training.preset_hint); a setting a preset makes (the
     encoder-decoders' weight decay 0) must come back from the knobs as the preset made it, panels closed or open."""
     at = open_page("training")
     for panels_open in (False, True):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from explorer import memory
+from explorer.app import memory
 
 LINUX = sys.platform.startswith("linux")
 GLIBC = LINUX and hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "malloc_trim")

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
-from explorer import attention as A
+from explorer.steps import attention as A
 from explorer.plot import token_label
-from explorer.state import DEFAULT_SENTENCE, View
-from explorer import whatif as W
+from explorer.app.state import DEFAULT_SENTENCE, View
+from explorer.steps import whatif as W
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text

@@ -9,9 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
                       page_text, show_section, type_text)
-from explorer import embedding as em
+from explorer.steps import embedding as em
 from explorer.plot import token_label, visible
-from explorer.state import DEFAULT_SENTENCE, View
+from explorer.app.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text

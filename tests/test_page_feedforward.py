@@ -8,9 +8,9 @@ import torch
 
 from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
                       plotly_figures, show_section, type_text)
-from explorer import feedforward as ff
-from explorer.state import DEFAULT_SENTENCE, View
-from explorer import whatif as W
+from explorer.steps import feedforward as ff
+from explorer.app.state import DEFAULT_SENTENCE, View
+from explorer.steps import whatif as W
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text

@@ -8,8 +8,8 @@ import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer import discoveries as D
-from explorer import positions as P
-from explorer.state import DEFAULT_SENTENCE, View
+from explorer.steps import positions as P
+from explorer.app.state import DEFAULT_SENTENCE, View
 from model import edits
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
-from explorer import prediction as pred
+from explorer.steps import prediction as pred
 from explorer.plot import token_label
-from explorer.state import DEFAULT_SENTENCE
+from explorer.app.state import DEFAULT_SENTENCE
 from model.checkpoint import load_bundled
 from model.config import ModelConfig
 from model.generate import generate, next_token_probs

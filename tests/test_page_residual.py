@@ -6,10 +6,10 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
                       page_text, show_section, type_text)
-from explorer import residual as rs
-from explorer.layout import quote
+from explorer.steps import residual as rs
+from explorer.app.layout import quote
 from explorer.plot import visible
-from explorer.state import DEFAULT_SENTENCE, View
+from explorer.app.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text

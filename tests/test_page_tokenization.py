@@ -8,8 +8,8 @@ import torch
 
 from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
                       show_section, type_text)
-from explorer import tokenization as tk
-from explorer.state import View
+from explorer.steps import tokenization as tk
+from explorer.app.state import View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text

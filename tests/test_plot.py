@@ -3,7 +3,7 @@ import pytest
 
 from conftest import open_page, plotly_charts, show_section
 from explorer.plot import labels, token_label, visible
-from explorer.steps import STEPS
+from explorer.registry import STEPS
 
 
 @pytest.mark.parametrize("token, shown", [(".", "⟨.⟩"), (",", "⟨,⟩"), ("!?", "⟨!?⟩"), (" ", "␣"), ("  ", "␣␣"),

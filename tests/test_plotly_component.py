@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import figure_titled, open_page, plotly_charts
-from explorer import plotly_component
+from explorer.app import plotly_component
 
 
 @pytest.fixture

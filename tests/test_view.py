@@ -1,5 +1,5 @@
 """What every page shares: a model whose numbers are not finite, what the model read, the default token,
-and a view set by code (explorer.state)."""
+and a view set by code (explorer.app.state)."""
 import copy
 import importlib
 import io
@@ -13,18 +13,18 @@ import pytest
 import torch
 
 from conftest import open_page, page_text, plotly_figures, show_section, type_text
-from explorer import state
-from explorer.attention import experiments, whatif_text
-from explorer.whatif import REMOVE_SCALING
+from explorer.app import state
+from explorer.steps.attention import experiments, whatif_text
+from explorer.steps.whatif import REMOVE_SCALING
 from explorer.export import file_name, trace_npz
-from explorer.steps import LAB, STEPS
+from explorer.registry import LAB, STEPS
 from model.checkpoint import load_bundled
 from model.edits import remove_scaling
 
 TINY = load_bundled("tinytales")
 
 # Each tabbed page's section labels, read from the page's own module.
-SECTIONS = {slug: importlib.import_module(f"explorer.{module}").SECTIONS for slug, module in (
+SECTIONS = {slug: importlib.import_module(f"explorer.steps.{module}").SECTIONS for slug, module in (
     ("tokenization", "tokenization"), ("embedding", "embedding"), ("positions", "positions"),
     ("attention", "attention"), ("feedforward", "feedforward"), ("residual", "residual"))}
 

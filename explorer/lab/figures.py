@@ -1,6 +1,6 @@
 """Figures for the training lab: plain functions of a run's history. The live views (loss, metrics, attention
 snapshot) are Vega-Lite charts with fixed specs, updated in place at every tick; the rest are Plotly figures,
-drawn through explorer.layout.chart (also redrawn in place)."""
+drawn through explorer.app.layout.chart (also redrawn in place)."""
 import itertools
 import math
 
@@ -9,7 +9,7 @@ import pandas as pd
 
 import plotly.graph_objects as go
 
-from .plot import labels, safe, style
+from explorer.plot import labels, safe, style
 
 # Paul Tol's "muted" scheme: nine colours, distinct for colour-blind viewers, one per legend entry of a figure.
 COLOURS = ["#332288", "#CC6677", "#999933", "#44AA99", "#117733", "#88CCEE", "#882255", "#DDCC77", "#AA4499"]
@@ -164,7 +164,7 @@ def compare_figure(runs, describe, settings, presenter: bool = False, window: in
 
 
 def length_figure(results, trained: tuple[int, int], done: str = "sorted", presenter: bool = False) -> go.Figure:
-    """Exact match by list length (explorer.training.LengthResult): bars for the lengths the model trained on and
+    """Exact match by list length (explorer.lab.training.LengthResult): bars for the lengths the model trained on and
     for those it never saw, the trained lengths shaded."""
     lo, hi = trained
     fig = go.Figure(layout=dict(title="Exact match by list length", xaxis_title="digits in the list",

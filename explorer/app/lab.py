@@ -10,8 +10,8 @@ import streamlit as st
 
 from model.checkpoint import from_bytes, to_bytes
 
-from .state import apply_view
-from .training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, new_run, preset_hint
+from explorer.app.state import apply_view
+from explorer.lab.training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, new_run, preset_hint
 
 TICK_EVERY = 0.6                 # seconds between live ticks of a short run (each computes about TICK_SECONDS)
 DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views, at the least

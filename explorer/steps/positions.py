@@ -18,11 +18,11 @@ from model.config import ModelConfig
 from model.inputs import Prepared, prepare_text
 from model.transformer import Trace, TransformerLM, sinusoidal_table
 
-from . import cache
-from . import whatif as W
-from .plot import heatmap, labels, safe, style, token_label, window
-from .tokenization import UNITS
-from .view import View, quote
+from explorer import memo
+from explorer.steps import whatif as W
+from explorer.plot import heatmap, labels, safe, style, token_label, window
+from explorer.steps.tokenization import UNITS
+from explorer.view import View, quote
 
 # --- explanations -------------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Fi
 
 def figure(kind: str, v: View, *args) -> go.Figure | None:
     """The view's figure `kind` ("added", "table", "curves", "sum", "similarity"), built once per sentence."""
-    return cache.figure(_BUILDERS[kind], v, *args)
+    return memo.figure(_BUILDERS[kind], v, *args)
 
 
 _BUILDERS = {"added": added_figure, "table": table_figure, "curves": curves_figure, "sum": sum_figure,
@@ -441,7 +441,7 @@ def default_pair(v: View) -> tuple[str, str]:
 
 def order_traces(v: View, ids: list[int]) -> list[Trace]:
     """The traces of `ids` under each of CONDITIONS (each computed once per server)."""
-    return [cache.trace(v, ids=ids), cache.trace(v, W.REMOVE_POSITIONS, ids), cache.trace(v, W.BAG_OF_WORDS, ids)]
+    return [memo.trace(v, ids=ids), memo.trace(v, W.REMOVE_POSITIONS, ids), memo.trace(v, W.BAG_OF_WORDS, ids)]
 
 
 def prepare_pair(v: View, a: str, b: str) -> tuple[Prepared, Prepared]:

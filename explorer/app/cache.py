@@ -1,4 +1,5 @@
-"""Everything computed from a model is cached here, once per server, under the model's stable key.
+"""Everything computed from a model is cached here, once per server, under the model's stable key. The pure
+modules ask through explorer.memo, which this module wires to these caches when it is imported.
 
     trace(view)                       the view's sentence through its model (with its finiteness)
     trace(view, experiment, ids)      the same with a what-if experiment applied, or for other token ids
@@ -20,13 +21,13 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from model.checkpoint import Bundle
-from model.seq2seq import EncoderDecoder, greedy
 from model.transformer import Trace
 
-from .view import View, is_finite, model_key, trace_is_finite
+from explorer import memo
+from explorer.view import View, is_finite, model_key, trace_is_finite
 
 if TYPE_CHECKING:
-    from .whatif import Experiment
+    from explorer.steps.whatif import Experiment
 
 TRACE_BUDGET_BYTES = 256 * 2**20     # about four GPT-2 traces of 64 tokens, thousands of tiny-model ones
 
@@ -76,15 +77,7 @@ def trace_and_finite(view: View, experiment: Experiment | None = None,
                      ids: tuple[int, ...] | list[int] | None = None) -> tuple[Trace, bool]:
     """(trace, finite) of the view's sentence (or `ids`) through its model, with `experiment` if given."""
     ids = tuple(view.ids if ids is None else ids)
-    model = view.bundle.model
-    if isinstance(model, EncoderDecoder):        # the source in, the target it writes: the decoder reads it back
-        edits = experiment.edits(model.cfg) if experiment is not None else None
-        run = lambda: model.run(list(ids), [model.bos_id, *greedy(model, list(ids), edits=edits)], edits=edits)  # noqa
-    elif experiment is None:
-        run = lambda: model.run(list(ids))                                       # noqa: E731
-    else:
-        run = lambda: model.run(list(ids), edits=experiment.edits(model.cfg), causal=experiment.causal)  # noqa
-    return trace_store().get((view.key, ids, experiment), run)
+    return trace_store().get((view.key, ids, experiment), lambda: memo.compute_trace(view, experiment, ids))
 
 
 def trace(view: View, experiment: Experiment | None = None, ids=None) -> Trace:
@@ -122,3 +115,17 @@ def per_model(compute: Callable[[Bundle], object], name: str, bundle: Bundle):
 def model_is_finite(name: str, bundle: Bundle) -> bool:
     """Whether every weight of the model is finite, checked once per model."""
     return per_model(lambda b: is_finite(b.model), name, bundle)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Working this out once for this server ...")
+def _resource(what: str, key: tuple, _compute: Callable):
+    return _compute()
+
+
+def resource(compute: Callable, *key):
+    """`compute(*key)`, once per server and key (a tokenizer built from a corpus, a count over it)."""
+    return _resource(f"{compute.__module__}.{compute.__qualname__}", key, lambda: compute(*key))
+
+
+# The pure modules ask explorer.memo for these; from now on the server's caches answer.
+memo.install(figure=figure, trace=trace, per_model=per_model, resource=resource)

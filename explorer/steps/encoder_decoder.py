@@ -18,10 +18,10 @@ from model.scope import scope_of
 from model.seq2seq import Beam, beam_search, greedy
 from model.transformer import Trace
 
-from . import cache
-from .plot import SEQUENTIAL, labels, safe, style
-from .scope import source_check
-from .view import View, quote
+from explorer import memo
+from explorer.plot import SEQUENTIAL, labels, safe, style
+from explorer.scope import source_check
+from explorer.view import View, quote
 
 SLUG = "encoder-decoder"
 SECTIONS = ["Cross-attention", "Encoder self-attention", "Decoder self-attention", "Decoding step by step",
@@ -138,7 +138,7 @@ def _decoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
 
 def figure(kind: str, v: View, layer: int, head: int) -> go.Figure:
     """The view's figure `kind` ("cross", "encoder", "decoder"), built once per sentence, layer and head."""
-    return cache.figure({"cross": _cross, "encoder": _encoder, "decoder": _decoder}[kind], v, layer, head)
+    return memo.figure({"cross": _cross, "encoder": _encoder, "decoder": _decoder}[kind], v, layer, head)
 
 
 def alignment_words(v: View, trace: Trace, layer: int, head: int) -> str:
@@ -302,7 +302,7 @@ def greedy_table(v: View, trace: Trace) -> pd.DataFrame:
 
 def beam(v: View, size: int) -> Beam:
     """Beam search of the view's source, once per sentence and beam size."""
-    return cache.figure(lambda view, trace, size: beam_search(view.bundle.model, list(view.ids), size), v, size)
+    return memo.figure(lambda view, trace, size: beam_search(view.bundle.model, list(view.ids), size), v, size)
 
 
 def beam_table(v: View, result: Beam) -> pd.DataFrame:
@@ -346,7 +346,7 @@ def _whatif(v: View, trace: Trace, label: str, layer: int, head: int) -> str:
 def whatif_output(v: View, label: str, layer: int, head: int) -> str:
     """The target the model writes for the view's source with experiment `label` applied at every step,
     decoded once per sentence and experiment."""
-    return cache.figure(_whatif, v, label, layer, head)
+    return memo.figure(_whatif, v, label, layer, head)
 
 
 def target_probability(v: View, trace: Trace, edits: dict | None = None) -> float:
@@ -384,4 +384,4 @@ def _whatif_change(v: View, trace: Trace, label: str, layer: int, head: int) -> 
 def whatif_change(v: View, label: str, layer: int, head: int) -> str:
     """What the what-if `label` changed, measured: how many written tokens differ, the probability of the original
     target before and after, and whether each target is the task's right answer."""
-    return cache.figure(_whatif_change, v, label, layer, head)
+    return memo.figure(_whatif_change, v, label, layer, head)

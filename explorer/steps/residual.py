@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 import torch
 import torch.nn as nn
 
-from . import cache
-from .plot import as_numpy, heatmap, labels, safe, style, token_label
-from .view import View, quote
+from explorer import memo
+from explorer.plot import as_numpy, heatmap, labels, safe, style, token_label
+from explorer.view import View, quote
 
 SLUG = "residual"
 
@@ -530,7 +530,7 @@ def _lens(view: View, trace, with_mid: bool) -> Lens:
 
 def lens_of(view: View, with_mid: bool) -> Lens:
     """logit_lens of the view's sentence, once per sentence (GPT-2: 25 unembeddings of 50,257 scores each)."""
-    return cache.figure(_lens, view, with_mid)
+    return memo.figure(_lens, view, with_mid)
 
 
 def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
@@ -539,7 +539,7 @@ def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
 
 def lens_chart(view: View, with_mid: bool) -> go.Figure:
     """lens_figure of the view's sentence, built once per sentence."""
-    return cache.figure(_lens_chart, view, with_mid)
+    return memo.figure(_lens_chart, view, with_mid)
 
 
 def lens_in_words(view: View, lens: Lens, position: int = -1) -> str:

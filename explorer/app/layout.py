@@ -7,13 +7,13 @@ import streamlit as st
 
 from model.scope import scope_of
 
-from .scope import input_notices, source_check, words_markdown, words_title
-from .state import link_to, section_key, use_example
-from .plot import DIMS_SHOWN
-from .plotly_component import plotly_chart
-from .view import View, example_sentence, quote  # noqa: F401  (pages import quote from here)
-from .models import is_encoder_decoder
-from .steps import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
+from explorer.scope import input_notices, source_check, words_markdown, words_title
+from explorer.app.state import link_to, section_key, use_example
+from explorer.plot import DIMS_SHOWN
+from explorer.app.plotly_component import plotly_chart
+from explorer.view import View, example_sentence, quote  # noqa: F401  (pages import quote from here)
+from explorer.app.models import is_encoder_decoder
+from explorer.registry import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
 
 WALK_THROUGH = {step.slug for step in STEPS}       # pages that show a decoder-only language model
 

@@ -15,8 +15,8 @@ from model.generate import generate, next_token_probs
 from model.tokenizers import Tokenizer
 from model.transformer import TransformerLM
 
-from .plot import style, token_label
-from .view import quote
+from explorer.plot import style, token_label
+from explorer.view import quote
 
 TOP_BARS = 12               # bars in the probability chart
 MATH_ROWS = 6               # tokens worked out in "Show the math"

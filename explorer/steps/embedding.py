@@ -15,10 +15,10 @@ from model import corpora
 from model.tokenizers import UNK
 from model.transformer import Trace
 
-from . import cache
-from .plot import as_numpy, heatmap, safe, style, token_label, visible, window
-from .tokenization import UNITS
-from .view import View, quote
+from explorer import memo
+from explorer.plot import as_numpy, heatmap, safe, style, token_label, visible, window
+from explorer.steps.tokenization import UNITS
+from explorer.view import View, quote
 
 N_NEIGHBOURS = 8
 MATH_VALUES = 6                # how many numbers of a row the math panel writes out
@@ -99,7 +99,7 @@ def nearest_example(v: View) -> str:
 def closeness(v: View) -> str:
     """Whether words used in the same way sit close together in this model: measured on groups of words when it
     reads them (animals, feelings), else a general sentence and this model's own nearest row to an example."""
-    groups = cache.per_model(lambda bundle: group_neighbours(embedding_matrix_of(bundle), bundle.tokenizer),
+    groups = memo.per_model(lambda bundle: group_neighbours(embedding_matrix_of(bundle), bundle.tokenizer),
                              v.name, v.bundle)
     close = [g for g in groups if g.close]
     measured = "; ".join(f"of each {g.name}'s {NEAREST} nearest rows, on average **{g.same:.1f}** are {g.name}s"
@@ -226,7 +226,7 @@ def pca_2d(weight: torch.Tensor) -> Pca:
 
 def vocab_pca(v: View) -> Pca:
     """pca_2d of the model's embedding matrix, computed once per model."""
-    return cache.per_model(lambda bundle: pca_2d(bundle.model.embed.tok.weight.detach()), v.name, v.bundle)
+    return memo.per_model(lambda bundle: pca_2d(bundle.model.embed.tok.weight.detach()), v.name, v.bundle)
 
 
 MAP_WIDTH_PX = 900      # about how wide the map is drawn (the figure's height is set), for label spacing
@@ -322,7 +322,7 @@ def _map_figure(v: View, trace, label_all: bool) -> go.Figure:
 
 def map_figure(v: View, label_all: bool = False) -> go.Figure:
     """pca_figure of the model's map for the view's sentence, built once per sentence (GPT-2's takes 70 ms)."""
-    return cache.figure(_map_figure, v, label_all)
+    return memo.figure(_map_figure, v, label_all)
 
 
 def pca_note(v: View, pca: Pca) -> str:

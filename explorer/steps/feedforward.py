@@ -13,10 +13,10 @@ import torch
 
 from plotly.colors import sample_colorscale
 
-from . import cache
-from . import whatif as W
-from .plot import DIMS_SHOWN, DIVERGING, as_numpy, heatmap, labels, style, token_label
-from .view import View, quote
+from explorer import memo
+from explorer.steps import whatif as W
+from explorer.plot import DIMS_SHOWN, DIVERGING, as_numpy, heatmap, labels, style, token_label
+from explorer.view import View, quote
 
 SLUG = "feedforward"
 ALL_NEURONS_UP_TO = 256         # a wider layer (GPT-2: 3,072) shows its strongest neurons, or a window at a time
@@ -339,7 +339,7 @@ def experiment(layer: int) -> W.Experiment:
 
 def skip_search(view: View) -> W.Search:
     """Every layer's feed-forward skipped in turn, with each forecast's change, once per (model, sentence)."""
-    return cache.figure(_skip_search, view)
+    return memo.figure(_skip_search, view)
 
 
 def _skip_search(view: View, trace) -> W.Search:

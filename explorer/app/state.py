@@ -16,12 +16,12 @@ from model.checkpoint import BUNDLED
 from model.inputs import prepare_text
 from model.scope import strip_final_punctuation
 
-from . import cache
-from .models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, is_encoder_decoder,  # noqa: F401
+from explorer.app import cache
+from explorer.app.models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, is_encoder_decoder,  # noqa: F401
                      label, model_names)
-from .export import file_name as export_name
-from .export import trace_npz
-from .view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
+from explorer.export import file_name as export_name
+from explorer.export import trace_npz
+from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
                    forecast_position, is_finite, model_key, quote, trace_is_finite)
 
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
@@ -34,7 +34,7 @@ def apply_view(model: str | None = None, text: str | None = None, layer: int | N
     """Set the view as a link would (call it from a widget's callback, before the sidebar is drawn).
 
     Values are checked against the model on the next run, as a URL's are; `sections` maps a page's slug to
-    the label of the tab to open (explorer.layout.sections).
+    the label of the tab to open (explorer.app.layout.sections).
     """
     state = st.session_state
     if model is not None:
@@ -90,7 +90,7 @@ def _load_url_once(notices: list[str]) -> None:
 
 
 def section_key(slug: str) -> str:
-    """Session key of page `slug`'s open section (its tab), see explorer.layout.sections."""
+    """Session key of page `slug`'s open section (its tab), see explorer.app.layout.sections."""
     return f"section_{slug}"
 
 

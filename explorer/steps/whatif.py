@@ -23,9 +23,9 @@ import torch
 from model import edits as E
 from model.config import ModelConfig
 
-from . import cache
-from .plot import style, token_label
-from .view import View, quote
+from explorer import memo
+from explorer.plot import style, token_label
+from explorer.view import View, quote
 
 
 def _no_edits(cfg: ModelConfig) -> dict:
@@ -67,7 +67,7 @@ BAG_OF_WORDS = Experiment("bag_of_words", "Remove positions and lift the mask", 
 
 def experiment_trace(view: View, experiment: Experiment, ids: list[int] | None = None):
     """The trace of the view's sentence (or `ids`) with `experiment` applied, computed once per server."""
-    return cache.trace(view, experiment, ids)
+    return memo.trace(view, experiment, ids)
 
 
 def next_token_change(view: View, before, after, k: int = 6, position: int = -1) -> pd.DataFrame:

@@ -12,11 +12,11 @@ import torch
 
 from model.transformer import Trace
 
-from . import cache
-from . import whatif as W
-from .plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
-from .view import View, quote
-from .whatif import Experiment
+from explorer import memo
+from explorer.steps import whatif as W
+from explorer.plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
+from explorer.view import View, quote
+from explorer.steps.whatif import Experiment
 
 INTRO = """\
 Attention is how tokens share information. Picture a classroom where every word is a pupil.
@@ -340,7 +340,7 @@ def head_figure(v: View, layer: int, head: int, which: str):
     """One of a head's figures of the view's sentence, "qkv", "steps" (a list of four) or "pattern", built once
     per (model, sentence). Only the open section's figure is built: building all three on every new sentence
     was three quarters of the page's script run (measured with py-spy)."""
-    return cache.figure(_head_figure, v, layer, head, which)
+    return memo.figure(_head_figure, v, layer, head, which)
 
 
 def _head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
@@ -391,12 +391,12 @@ def overview_figure(v: View, trace: Trace, layer: int = 0, head: int = 0) -> go.
 
 def every_head_figure(v: View, layer: int, head: int) -> go.Figure:
     """overview_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
-    return cache.figure(overview_figure, v, layer, head)
+    return memo.figure(overview_figure, v, layer, head)
 
 
 def grid_figure(v: View, layer: int, head: int) -> go.Figure:
     """all_heads_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
-    return cache.figure(all_heads_figure, v, layer, head)
+    return memo.figure(all_heads_figure, v, layer, head)
 
 
 # --- words --------------------------------------------------------------------------------------
@@ -496,7 +496,7 @@ def heads_family(cfg, layer: int) -> W.Family:
 
 def knockout_search(v: View, layer: int) -> W.Search:
     """Every searched head knocked out in turn, with each forecast's change, once per (model, sentence)."""
-    return cache.figure(_knockout_search, v, searched_heads(v.bundle.model.cfg, layer))
+    return memo.figure(_knockout_search, v, searched_heads(v.bundle.model.cfg, layer))
 
 
 def _knockout_search(v: View, trace: Trace, heads: tuple[tuple[int, int], ...]) -> W.Search:

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
 from model import presets
 from model.checkpoint import Bundle
 from model.tokenizers import UNK, BPETokenizer, CharTokenizer, Piece, Tokenizer, WordTokenizer
 
-from .plot import safe, style
-from .view import View, quote
+from explorer import memo
+from explorer.plot import safe, style
+from explorer.view import View, quote
 
 BPE_VOCAB_SIZE = 512           # 256 bytes + up to 256 learned merges
 KINDS = ("word", "char", "bpe")
@@ -247,14 +247,12 @@ def corpus_of(bundle: Bundle) -> tuple[str, int] | None:
     return name, seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
 
 
-@st.cache_resource(max_entries=8, show_spinner="Building the comparison tokenizers ...")
 def _tokenizers_from_corpus(corpus: str, seed: int) -> dict[str, Tokenizer]:
     text = presets.corpus_texts(corpus, seed)[0]
     return {"word": presets.build_tokenizer("word", text, corpus), "char": CharTokenizer.from_texts([text]),
             "bpe": BPETokenizer.from_texts([text], vocab_size=BPE_VOCAB_SIZE)}
 
 
-@st.cache_resource(max_entries=8, show_spinner="Building the comparison tokenizers ...")
 def _tokenizers_from_vocab(vocab: tuple[str, ...], kind: str) -> dict[str, Tokenizer]:
     return build_from_vocab(list(vocab), kind)
 
@@ -271,10 +269,10 @@ def comparison_tokenizers(bundle: Bundle) -> tuple[dict[str, Tokenizer], str]:
     """Word, char and BPE tokenizers for this model (its own kind is the model's tokenizer), and their source."""
     found = corpus_of(bundle)
     if found:
-        made = _tokenizers_from_corpus(*found)
+        made = memo.resource(_tokenizers_from_corpus, *found)
         source = f"the model's training text (the {found[0]} corpus)"
     else:
-        made = _tokenizers_from_vocab(tuple(bundle.tokenizer.vocab), bundle.tokenizer.kind)
+        made = memo.resource(_tokenizers_from_vocab, tuple(bundle.tokenizer.vocab), bundle.tokenizer.kind)
         source = "the model's own vocabulary (its training text is not available)"
     return {**made, bundle.tokenizer.kind: bundle.tokenizer}, source
 
@@ -405,9 +403,8 @@ def merges_note(bpe: BPETokenizer, model_tok: Tokenizer) -> str:
 
 # --- the vocabulary -------------------------------------------------------------------------
 
-@st.cache_resource(max_entries=8, show_spinner="Counting tokens in the training text ...")
-def _corpus_counts(corpus: str, seed: int, kind: str, vocab: tuple[str, ...], _tok: Tokenizer) -> np.ndarray:
-    ids = _tok.encode(presets.corpus_texts(corpus, seed)[0])
+def _corpus_counts(tok: Tokenizer, corpus: str, seed: int, kind: str, vocab: tuple[str, ...]) -> np.ndarray:
+    ids = tok.encode(presets.corpus_texts(corpus, seed)[0])
     return np.bincount(np.asarray(ids, dtype=np.int64), minlength=len(vocab))
 
 
@@ -417,7 +414,7 @@ def corpus_counts(bundle: Bundle) -> np.ndarray | None:
     if not found:
         return None
     tok = bundle.tokenizer
-    return _corpus_counts(*found, tok.kind, tuple(tok.vocab), tok)
+    return memo.resource(lambda *key: _corpus_counts(tok, *key), *found, tok.kind, tuple(tok.vocab))
 
 
 def vocabulary_table(tok: Tokenizer, counts: np.ndarray | None, query: str = "") -> pd.DataFrame:

@@ -13,7 +13,7 @@ from model import hub
 from model.checkpoint import BUNDLED, BUNDLED_SEQ2SEQ, Bundle, load_bundled
 from model.seq2seq import EncoderDecoder
 
-from .memory import give_back_freed
+from explorer.app.memory import give_back_freed
 
 PRETRAINED = {"gpt2": hub.GPT2}          # picker name -> what to download
 CACHE_DIR: str | Path | None = None      # the Hugging Face cache (None: its standard place; tests set their own)

@@ -27,9 +27,9 @@ from pathlib import Path
 import plotly
 import streamlit as st
 
-from .plot import use_explorer_template
+from explorer.plot import use_explorer_template
 
-STATIC = Path(__file__).resolve().parents[1] / "static"
+STATIC = Path(__file__).resolve().parents[2] / "static"
 PLOTLY_JS = STATIC / "plotly.min.js"
 SHIPPED_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .view import ACTIVATION_NAMES, View, forecast_position, quote
+from explorer.view import ACTIVATION_NAMES, View, forecast_position, quote
 
 INTRO = """\
 A language model like this one does one thing: **given some text, it guesses the next token**.

@@ -1,0 +1,1 @@
+"""The training lab's runs and their figures (no Streamlit)."""
