@@ -26,6 +26,7 @@ from model.transformer import block_name
 from explorer.steps import attention as A
 from explorer.steps import positions as P
 from explorer.plot import SEQUENTIAL, labels, safe, style
+from explorer.registry import BY_SLUG, Page
 from explorer.view import quote
 from explorer.lab.training import PRESETS, new_run
 
@@ -45,16 +46,30 @@ way you expected), press **Reveal**, then **Show me** to open the page where you
 
 @dataclass(frozen=True)
 class Target:
-    """Where "Show me" goes: a page, its open tab and the view, set as a link would set them."""
+    """Where "Show me" goes, by name (explorer/registry.py): a page, its tab and the view, set as a link would."""
     slug: str
     model: str | None = None
     text: str | None = None
     layer: int | None = None
     head: int | None = None
     token: int | None = None
-    section: str | None = None
-    state: tuple[tuple[str, object], ...] = ()    # other session keys the page reads, e.g. its what-if choice
-    preset: str | None = None                      # a training-lab preset to load
+    tab: str | None = None                          # the tab's name on that page, e.g. "what-if"
+    fields: tuple[tuple[str, object], ...] = ()     # the page's own view fields by name, e.g. ("what-if", "scaling")
+    preset: str | None = None                       # a training-lab preset to load
+
+    @property
+    def page(self) -> Page:
+        return BY_SLUG[self.slug]
+
+    @property
+    def section(self) -> str | None:
+        """The label of the tab to open (None: the page's first)."""
+        return self.page.tab(self.tab) if self.tab else None
+
+    @property
+    def state(self) -> dict[str, object]:
+        """The page's own view fields as session keys and values."""
+        return {self.page.field(name): value for name, value in self.fields}
 
 
 @dataclass(frozen=True)
@@ -245,7 +260,7 @@ def pronoun_card(bundle: Bundle, name: str) -> Discovery | None:
     return Discovery(
         "pronoun", "Who is “it”?", story, "Which word will “it” look at most, through this head?",
         _options_before(words, query), words[top], reveal,
-        Target("attention", name, PRONOUN_SENTENCE, layer, head, query, A.SECTIONS[2]),
+        Target("attention", name, PRONOUN_SENTENCE, layer, head, query, "who-looks"),
         dict(layer=layer, head=head, query=query, key=top, weight=weight, mean=float(scores[layer, head]),
              n=len(items), scores=scores))
 
@@ -287,8 +302,8 @@ def knockout_card(bundle: Bundle, name: str) -> Discovery | None:
         "knockout", "Switch off one head: “it” or “they”?", story,
         f"With {head_name(layer, head)} switched off, which word will the model predict after “because”?",
         options, vocab[a], reveal,
-        Target("attention", name, KNOCKOUT_SENTENCE, layer, head, last, A.SECTIONS[4],
-               state=(("attention_whatif", "chosen"),)),                  # the head chosen: this one
+        Target("attention", name, KNOCKOUT_SENTENCE, layer, head, last, "what-if",
+               fields=(("what-if", "chosen"),)),                  # the head chosen: this one
         dict(layer=layer, head=head, before=vocab[b], p_before=float(before[b]), after=vocab[a],
              p_after=float(after[a]), drop=float(drops[layer, head]), n=len(items), scores=drops,
              weight=float(looks[subject])))
@@ -331,7 +346,7 @@ def agreement_card(bundle: Bundle, name: str) -> Discovery | None:
         "agreement", "“Is” or “are”? Agreement across a phrase", story,
         f"Which will the model predict after {quote(AGREEMENT_SENTENCE)}?", AGREEMENT_OPTIONS,
         AGREEMENT_OPTIONS[0] if p_plural > p_singular else AGREEMENT_OPTIONS[1], reveal,
-        Target("attention", name, AGREEMENT_SENTENCE, layer, head, last, A.SECTIONS[2]),
+        Target("attention", name, AGREEMENT_SENTENCE, layer, head, last, "who-looks"),
         dict(layer=layer, head=head, query=last, key=subject, weight=weight, mean=float(scores[layer, head]),
              p_plural=p_plural, p_singular=p_singular, knocked_plural=k_plural, n=len(items), scores=scores))
 
@@ -370,7 +385,7 @@ def names_card(bundle: Bundle, name: str) -> Discovery | None:
     return Discovery(
         "names", "Copying a name", story, f"Which word will the model predict after {quote(NAME_SENTENCE)}?",
         options, vocab[top], reveal,
-        Target("attention", name, NAME_SENTENCE, layer, head, last, A.SECTIONS[2]),
+        Target("attention", name, NAME_SENTENCE, layer, head, last, "who-looks"),
         dict(layer=layer, head=head, query=last, key=named, weight=weight, mean=float(scores[layer, head]),
              top=vocab[top], p_top=float(p[top]), n=len(items), scores=scores))
 
@@ -413,8 +428,8 @@ def positions_card(bundle: Bundle, name: str) -> Discovery | None:
         "positions", "Word order: seat numbers and the mask", story,
         "With the seat numbers removed, can the model still tell the two sentences apart?", POSITION_OPTIONS,
         POSITION_OPTIONS[0] if still else POSITION_OPTIONS[1], reveal,
-        Target("positions", name, a, section=P.SECTIONS[4],
-               state=(("positions_sentence_a", a), ("positions_sentence_b", b), ("positions_pair_model", name))),
+        Target("positions", name, a, tab="what-if",
+               fields=(("sentence-a", a), ("sentence-b", b), ("pair-model", name))),
         dict(no_positions=no_pos, bag=bag, trained=c.pred_diff[0], word=word, n_same_bag=c.n_same[2], n=n))
 
 
@@ -455,8 +470,8 @@ def scaling_card(bundle: Bundle, name: str) -> Discovery | None:
     return Discovery(
         "scaling", "Why divide by √K?", story, "Without the division by √K, what happens to the attention?",
         SCALING_OPTIONS, answer, reveal,
-        Target("attention", name, PRONOUN_SENTENCE, layer, head, token, A.SECTIONS[4],
-               state=(("attention_whatif", "scaling"),)),
+        Target("attention", name, PRONOUN_SENTENCE, layer, head, token, "what-if",
+               fields=(("what-if", "scaling"),)),
         dict(layer=layer, head=head, token=token, mean_before=mean_before, mean_after=mean_after,
              change=float(change[token])))
 

@@ -1,45 +1,92 @@
-"""The walk-through's steps, in order: one page each. Pages, navigation and links all read this list."""
+"""Every page by name: the walk-through's steps in order, then the encoder-decoder, discoveries and the lab.
+
+Pages, navigation, links and discoveries all read this registry. A place in the app is said by names
+("attention page, tab what-if, field what-if = scaling"), never by a widget key or a tab's index: a page's tabs
+and the view fields it keeps in session state are named here, and a moved tab or renamed key changes one line.
+"""
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Step:
-    slug: str          # the page's URL path
+class Page:
+    slug: str                                     # the page's URL path
     title: str
-    file: str          # the page script, relative to streamlit_app.py
-    icon: str          # a Material icon (served with Streamlit, nothing fetched from outside)
-    summary: str       # one line for the big picture
+    file: str                                     # the page script, relative to streamlit_app.py
+    icon: str                                     # a Material icon (served with Streamlit, nothing fetched)
+    summary: str                                  # one line for the big picture
+    tabs: tuple[tuple[str, str], ...] = ()        # (name, label), in order
+    fields: tuple[tuple[str, str], ...] = ()      # (name, session key) of the page's own view fields
+
+    @property
+    def labels(self) -> list[str]:
+        """The tab labels, in order (explorer.app.layout.sections draws them)."""
+        return [label for _, label in self.tabs]
+
+    def tab(self, name: str) -> str:
+        """The label of tab `name`."""
+        tabs = dict(self.tabs)
+        if name not in tabs:
+            raise KeyError(f"the {self.slug} page has no tab {name!r}; it has {', '.join(tabs) or 'none'}")
+        return tabs[name]
+
+    def field(self, name: str) -> str:
+        """The session key of view field `name`."""
+        fields = dict(self.fields)
+        if name not in fields:
+            raise KeyError(f"the {self.slug} page has no field {name!r}; it has {', '.join(fields) or 'none'}")
+        return fields[name]
+
+
+Step = Page           # a walk-through page
 
 
 STEPS = [
-    Step("home", "The big picture", "pages/home.py", ":material/home:",
+    Page("home", "The big picture", "pages/home.py", ":material/home:",
          "From a typed sentence to a prediction of the next word."),
-    Step("tokenization", "1. Tokenization", "pages/tokenization.py", ":material/text_fields:",
-         "Cut the text into tokens and look each one up in the vocabulary."),
-    Step("embedding", "2. Embedding", "pages/embedding.py", ":material/scatter_plot:",
-         "Turn each token id into a vector of numbers the model learned."),
-    Step("positions", "3. Positional encoding", "pages/positions.py", ":material/format_list_numbered:",
-         "Add where each token stands, so word order is not lost."),
-    Step("attention", "4. Attention", "pages/attention.py", ":material/hub:",
-         "Let every token gather information from the tokens before it."),
-    Step("feedforward", "5. Feed-forward", "pages/feedforward.py", ":material/memory:",
-         "Process each token on its own: expand, activate, contract."),
-    Step("residual", "6. Residual stream & norm", "pages/residual.py", ":material/stacked_line_chart:",
-         "Add each layer's work to a running total and keep its scale in check."),
-    Step("prediction", "7. Next-token prediction", "pages/prediction.py", ":material/casino:",
+    Page("tokenization", "1. Tokenization", "pages/tokenization.py", ":material/text_fields:",
+         "Cut the text into tokens and look each one up in the vocabulary.",
+         tabs=(("tokens", "Your sentence as tokens"), ("three-ways", "Three ways to cut"), ("bpe", "BPE merges"),
+               ("vocabulary", "The vocabulary"))),
+    Page("embedding", "2. Embedding", "pages/embedding.py", ":material/scatter_plot:",
+         "Turn each token id into a vector of numbers the model learned.",
+         tabs=(("rows", "Your sentence's rows"), ("map", "The vocabulary map"), ("similar", "Similar tokens"),
+               ("neighbours", "Nearest neighbours"))),
+    Page("positions", "3. Positional encoding", "pages/positions.py", ":material/format_list_numbered:",
+         "Add where each token stands, so word order is not lost.",
+         tabs=(("seats", "The seat numbers"), ("dimensions", "Dimension by dimension"),
+               ("sum", "Token + position"), ("alike", "Which seats look alike"), ("what-if", "What if?")),
+         fields=(("sentence-a", "positions_sentence_a"), ("sentence-b", "positions_sentence_b"),
+                 ("pair-model", "positions_pair_model"))),
+    Page("attention", "4. Attention", "pages/attention.py", ":material/hub:",
+         "Let every token gather information from the tokens before it.",
+         tabs=(("qkv", "Queries, keys, values"), ("four-steps", "The four steps"), ("who-looks", "Who looks at whom"),
+               ("every-head", "Every head"), ("what-if", "What if?")),
+         fields=(("what-if", "attention_whatif"),)),
+    Page("feedforward", "5. Feed-forward", "pages/feedforward.py", ":material/memory:",
+         "Process each token on its own: expand, activate, contract.",
+         tabs=(("expand", "Expand, activate, contract"), ("fire", "Which neurons fire"),
+               ("strongest", "The strongest neurons"), ("switched-off", "Switched off"), ("what-if", "What if?"))),
+    Page("residual", "6. Residual stream & norm", "pages/residual.py", ":material/stacked_line_chart:",
+         "Add each layer's work to a running total and keep its scale in check.",
+         tabs=(("wiring", "How one block is wired"), ("size", "Stream size"), ("adds", "What a layer adds"),
+               ("norm", "Normalization"), ("lens", "Logit lens"))),
+    Page("prediction", "7. Next-token prediction", "pages/prediction.py", ":material/casino:",
          "Turn the final vectors into probabilities for the next token."),
 ]
-LAB = Step("training", "Training lab", "pages/training.py", ":material/model_training:",
+LAB = Page("training", "Training lab", "pages/training.py", ":material/model_training:",
            "Train a small transformer live, watch it learn, then explore it.")
-DISCOVER = Step("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
+DISCOVER = Page("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
                 "Skills hidden in the model, found by searching its heads: guess first, then see.")
-ENCODER_DECODER = Step("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
+ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
                        "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
-                       "cross-attention.")
-BY_SLUG = {step.slug: step for step in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]}
+                       "cross-attention.",
+                       tabs=(("cross", "Cross-attention"), ("encoder", "Encoder self-attention"),
+                             ("decoder", "Decoder self-attention"), ("decoding", "Decoding step by step"),
+                             ("what-if", "What if?")))
+BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]}
 
 
-def neighbours(slug: str) -> tuple[Step | None, Step | None]:
+def neighbours(slug: str) -> tuple[Page | None, Page | None]:
     """The steps before and after `slug` (None at either end, and for a page outside the walk-through)."""
     if slug not in [s.slug for s in STEPS]:
         return None, None

@@ -26,7 +26,7 @@ trace = require_trace(v, "attention")
 left, right, third, _ = st.columns([1, 1, 2, 1] if v.presenter else [1, 1, 2, 2])
 layer = layer_picker(v, left)
 head = head_picker(v, right)
-qkv, steps, who, every, whatif = sections("attention", A.SECTIONS)
+qkv, steps, who, every, whatif = sections("attention")
 side_by_side = not v.presenter           # on a projector each figure gets the full width, one under the other
 
 if qkv.open:

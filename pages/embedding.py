@@ -11,7 +11,7 @@ page_header("embedding", v)
 explanation(v, em.intro(v))
 trace = require_trace(v, "embedding")
 cfg = v.bundle.model.cfg
-rows, vocabulary, similar, neighbours = sections("embedding", em.SECTIONS)
+rows, vocabulary, similar, neighbours = sections("embedding")
 
 if rows.open:
     with rows:

@@ -32,7 +32,7 @@ if check and check.answer is not None:
     st.markdown(answer_line(v, written, check))
 left, right, _ = st.columns([1, 1, 3])
 layer, head = layer_picker(v, left), head_picker(v, right)
-cross, encoder, decoder, steps, whatif = sections(S.SLUG, S.SECTIONS)
+cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
 
 if cross.open:
     with cross:

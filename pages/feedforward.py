@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.steps import feedforward as ff
-from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SECTIONS, SLUG, activation_name, heatmap_text, intro, activations_figure,
+from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name, heatmap_text, intro, activations_figure,
                                   change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
@@ -30,7 +30,7 @@ picker, note = st.columns([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"Layer {layer} of {cfg.n_layers}: every token's {cfg.d_model} numbers go through "
              f"{cfg.d_ff:,} neurons and come back as {cfg.d_model:,} numbers.")
-shapes, fire, strongest, off_section, whatif = sections(SLUG, SECTIONS)
+shapes, fire, strongest, off_section, whatif = sections("feedforward")
 
 if shapes.open:
     shapes.subheader("Expand, activate, contract")

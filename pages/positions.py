@@ -14,7 +14,7 @@ discover.way_back()                         # after a discovery's "Show me": one
 st.caption(P.kind_caption(cfg))
 explanation(v, P.intro(cfg))
 trace = require_trace(v, "positions")
-seats, waves, sums, alike, whatif = sections("positions", P.SECTIONS)
+seats, waves, sums, alike, whatif = sections("positions")
 NO_POSITIONS = "This model has no position signal: every position vector is zero, so nothing is added."
 dims = P.default_dims(cfg)
 

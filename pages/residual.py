@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.app.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
-from explorer.steps.residual import (NORM_NAMES, SECTIONS, SLUG, TEXT, block_figure, contributions, contributions_figure,
+from explorer.steps.residual import (NORM_NAMES, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
                                norm_caption, norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
 from explorer.app.state import view
@@ -19,7 +19,7 @@ layer = layer_picker(v, picker)
 note.caption(f"This model: {cfg.n_layers} layers, a stream of {cfg.d_model} numbers per token, "
              f"{NORM_NAMES[cfg.norm]}" + (f", {cfg.norm_position}-norm." if cfg.norm != "none" else "."))
 
-wired, size, adds, norm, lens = sections(SLUG, SECTIONS)
+wired, size, adds, norm, lens = sections("residual")
 
 if wired.open:
     with wired:

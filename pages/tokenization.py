@@ -12,7 +12,7 @@ explanation(v, tk.intro(v))
 trace = require_trace(v, "tokenization")
 tok = v.bundle.tokenizer
 
-cut_up, three_ways, merges, vocabulary = sections("tokenization", tk.SECTIONS)
+cut_up, three_ways, merges, vocabulary = sections("tokenization")
 
 if cut_up.open:
     with cut_up:

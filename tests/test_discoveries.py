@@ -127,7 +127,7 @@ def test_the_pronoun_head_is_the_one_that_looks_most_from_it_or_they_to_the_subj
     l2, h2 = divmod(int(second.indices[1]), scores.shape[1])
     assert f"next: layer {l2}, head {h2} with {float(second.values[1]):.2f}" in card.reveal
     assert f"layer {layer}, head {head}" in card.story and card.answer not in card.story.split("“it”")[-1]
-    assert card.target == D.Target("attention", "tinytales", D.PRONOUN_SENTENCE, layer, head, query, A.SECTIONS[2])
+    assert card.target == D.Target("attention", "tinytales", D.PRONOUN_SENTENCE, layer, head, query, "who-looks")
 
 
 def test_the_knockout_head_hurts_the_choice_of_it_or_they_most(tinytales, cards):

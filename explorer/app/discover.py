@@ -40,7 +40,7 @@ def show_me(target: Target) -> None:
     keep_way_back(target)
     apply_view(model=target.model, text=target.text, layer=target.layer, head=target.head, token=target.token,
                sections={target.slug: target.section} if target.section else None)
-    for key, value in target.state:
+    for key, value in target.state.items():
         st.session_state[key] = value
     if target.preset:
         from explorer.app import lab                  # the lab's session helpers
@@ -80,8 +80,8 @@ def keep_way_back(target: Target) -> None:
         saved = {"reading": _reading(), "page": state.get("_page") or "home", "set": set(),
                  "view": {key: state[key] for key in PAGE_VIEW if isinstance(state.get(key), int)},
                  "state": {key: state[key] for key in state
-                           if str(key).startswith("section_") or key in dict(target.state)}}
-    state[BACK] = saved | {"jump": jump, "set": saved["set"] | set(dict(target.state))}
+                           if str(key).startswith("section_") or key in target.state}}
+    state[BACK] = saved | {"jump": jump, "set": saved["set"] | set(target.state)}
 
 
 def go_back() -> None:

@@ -128,11 +128,11 @@ def explanation(view: View, markdown: str, title: str = "What is happening here"
         st.markdown(markdown)
 
 
-def sections(slug: str, labels: list[str]) -> list:
-    """The page's sections as tabs, of which only the open one runs: draw a section's content under
-    `if tab.open:`. The browser then draws a few charts per new sentence instead of all of them
-    (measured on the attention page: 0.16 s of browser CPU without charts, about 0.1 s more per chart).
-    The open section is in the URL (`section=`), so a copied link reopens it."""
+def sections(slug: str) -> list:
+    """Page `slug`'s tabs as the registry names them (explorer/registry.py), of which only the open one runs: draw a
+    section's content under `if tab.open:`, so the browser draws a few charts per new sentence instead of all of
+    them. The open section is in the URL (`section=`), so a copied link reopens it."""
+    labels = BY_SLUG[slug].labels
     return st.tabs(labels, key=section_key(slug), on_change="rerun")
 
 

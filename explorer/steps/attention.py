@@ -15,6 +15,7 @@ from model.transformer import Trace
 from explorer import memo
 from explorer.steps import whatif as W
 from explorer.plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 from explorer.steps.whatif import Experiment
 
@@ -48,7 +49,7 @@ def intro(cfg) -> str:
     return INTRO.format(heads=HEADS["one" if cfg.n_heads == 1 else "several"].format(H=cfg.n_heads))
 
 # The page's sections, one tab each, in teaching order (the labels appear in links: section=...).
-SECTIONS = ["Queries, keys, values", "The four steps", "Who looks at whom", "Every head", "What if?"]
+SECTIONS = BY_SLUG["attention"].labels           # the tabs, named in explorer/registry.py
 
 QKV_TEXT = """\
 Each token's vector is multiplied by three learned matrices, giving its query (the question), key (the

@@ -18,6 +18,7 @@ from model.transformer import Trace
 from explorer import memo
 from explorer.plot import as_numpy, heatmap, safe, style, token_label, visible, window
 from explorer.steps.tokenization import UNITS
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 N_NEIGHBOURS = 8
@@ -140,7 +141,7 @@ computed yet; it is a table lookup.{scale} Walk through the tabs below from left
 
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
-SECTIONS = ["Your sentence's rows", "The vocabulary map", "Similar tokens", "Nearest neighbours"]
+SECTIONS = BY_SLUG["embedding"].labels           # the tabs, named in explorer/registry.py
 
 
 def rows_caption(v: View) -> str:

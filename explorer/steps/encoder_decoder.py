@@ -21,11 +21,11 @@ from model.transformer import Trace
 from explorer import memo
 from explorer.plot import SEQUENTIAL, labels, safe, style
 from explorer.scope import source_check
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 SLUG = "encoder-decoder"
-SECTIONS = ["Cross-attention", "Encoder self-attention", "Decoder self-attention", "Decoding step by step",
-            "What if?"]
+SECTIONS = BY_SLUG["encoder-decoder"].labels           # the tabs, named in explorer/registry.py
 NOT_HERE = ("This page shows an encoder-decoder (the 2017 transformer: a source in, a target out). Pick "
             "**sort** or **translate** in the sidebar's model picker.")
 

@@ -16,6 +16,7 @@ from plotly.colors import sample_colorscale
 from explorer import memo
 from explorer.steps import whatif as W
 from explorer.plot import DIMS_SHOWN, DIVERGING, as_numpy, heatmap, labels, style, token_label
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 SLUG = "feedforward"
@@ -54,8 +55,7 @@ def intro(cfg) -> str:
     return TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}", times=times)
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
-SECTIONS = ["Expand, activate, contract", "Which neurons fire", "The strongest neurons", "Switched off",
-            "What if?"]
+SECTIONS = BY_SLUG["feedforward"].labels           # the tabs, named in explorer/registry.py
 
 HEATMAP_TEXT = {
     "relu": "ReLU never goes below 0, so every cell is 0 (dark) or positive: a neuron is either off or on.",

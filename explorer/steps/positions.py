@@ -22,6 +22,7 @@ from explorer import memo
 from explorer.steps import whatif as W
 from explorer.plot import heatmap, labels, safe, style, token_label, window
 from explorer.steps.tokenization import UNITS
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 # --- explanations -------------------------------------------------------------------------------
@@ -72,8 +73,7 @@ def kind_caption(cfg: ModelConfig) -> str:
 
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
-SECTIONS = ["The seat numbers", "Dimension by dimension", "Token + position", "Which seats look alike",
-            "What if?"]
+SECTIONS = BY_SLUG["positions"].labels           # the tabs, named in explorer/registry.py
 
 FORMULA_TEXT = """\
 Below, for the same dimensions and seats: the waves the 2017 paper's sinusoidal formula would have put there.

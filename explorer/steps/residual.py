@@ -15,6 +15,7 @@ import torch.nn as nn
 
 from explorer import memo
 from explorer.plot import as_numpy, heatmap, labels, safe, style, token_label
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 SLUG = "residual"
@@ -44,7 +45,7 @@ what would it guess?" Walk through the tabs below from left to right.
 """
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
-SECTIONS = ["How one block is wired", "Stream size", "What a layer adds", "Normalization", "Logit lens"]
+SECTIONS = BY_SLUG["residual"].labels           # the tabs, named in explorer/registry.py
 
 NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm", "none": "no norm"}
 ANALOGY_TEXT = {

@@ -18,6 +18,7 @@ from model.tokenizers import UNK, BPETokenizer, CharTokenizer, Piece, Tokenizer,
 
 from explorer import memo
 from explorer.plot import safe, style
+from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
 BPE_VOCAB_SIZE = 512           # 256 bytes + up to 256 learned merges
@@ -35,7 +36,7 @@ MAX_CHIPS = 60                 # per tokenizer in the comparison figure; longer 
 # --- explanations ------------------------------------------------------------------------
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one chart.
-SECTIONS = ["Your sentence as tokens", "Three ways to cut", "BPE merges", "The vocabulary"]
+SECTIONS = BY_SLUG["tokenization"].labels           # the tabs, named in explorer/registry.py
 
 
 def intro(v: View) -> str:
