@@ -16,7 +16,7 @@ from explorer.steps import whatif as W
 def look_at(position: int) -> None:
     """A button's callback: make `position` the selected token, and let the what-if choose again for it."""
     st.session_state["token"] = position
-    st.session_state.pop("ffn_whatif", None)
+    st.session_state.pop("mlp_whatif", None)
 
 
 v = view()
@@ -40,10 +40,10 @@ if fire.open:
     fire.subheader("Which neurons fire for which token")
     neurons = None
     if cfg.d_ff > ALL_NEURONS_UP_TO:
-        strongest_first = fire.toggle(f"The {DIMS_SHOWN} neurons that fire most", value=True, key="ffn_strongest",
+        strongest_first = fire.toggle(f"The {DIMS_SHOWN} neurons that fire most", value=True, key="mlp_strongest",
                                       help=f"Off: walk through all {cfg.d_ff:,} neurons, {DIMS_SHOWN} at a time.")
         if not strongest_first:
-            neurons = dims_picker(v, cfg.d_ff, "ffn_neurons", what="neurons", where=fire)
+            neurons = dims_picker(v, cfg.d_ff, "mlp_neurons", what="neurons", where=fire)
     chart(activations_figure(v, layer, neurons), fire, key="activations")
     fire.caption(f"Each row is one token, each column one of the {cfg.d_ff:,} neurons. "
                  + heatmap_text(cfg.activation) + " " + ff.range_words(v, layer, neurons) + " Hover for exact values.")
@@ -94,13 +94,13 @@ if whatif.open:
         token = token_picker(v, st.columns([1, 3])[0])
         search = ff.skip_search(v)
         options = ff.choices(layer, search, token)
-        if st.session_state.get("ffn_whatif") not in options:          # opening the tab: a choice that shows
-            st.session_state["ffn_whatif"] = W.default_choice(search, ff.experiment(layer), token)
-        choice = st.radio("Change the model", list(options), key="ffn_whatif", horizontal=True,
+        if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows
+            st.session_state["mlp_whatif"] = W.default_choice(search, ff.experiment(layer), token)
+        choice = st.radio("Change the model", list(options), key="mlp_whatif", horizontal=True,
                           format_func=lambda key: ff.choice_label(key, options, search, token))
         skipped = options[choice]
         experiment = ff.experiment(skipped)
-        st.caption(f"The model runs again with layer {skipped}'s FFN output set to zero; the bars compare its "
+        st.caption(f"The model runs again with layer {skipped}'s feed-forward output set to zero; the bars compare its "
                    f"guesses for the token after {quote(v.tokens[token])}.")
         after = W.experiment_trace(v, experiment)
         change = W.next_token_change(v, trace, after, position=token)
@@ -110,7 +110,7 @@ if whatif.open:
         if notes:
             st.markdown(notes)
         if elsewhere is not None:
-            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="ffn_whatif_look",
+            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="mlp_whatif_look",
                       on_click=look_at, args=(elsewhere,), icon=":material/arrow_forward:",
                       help="Makes that token the selected one; the what-if then shows its forecast.")
 

@@ -32,7 +32,7 @@ if size.open:
         st.subheader("How big the stream is, stage by stage")
         chart(stream_norms_figure(v), key="norms")
         st.caption("Each cell is the length (L2 norm) of one token's vector in the stream after a stage: the "
-                   "embedding, then each layer after attention and after the FFN have added their notes.")
+                   "embedding, then each layer after attention and after the feed-forward network have added their notes.")
 
 if adds.open:
     with adds:
@@ -40,7 +40,7 @@ if adds.open:
         chart(contributions_figure(v, layer), key="contributions")
         added = contributions(v, layer)
         st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
-                   f"{added['resid_pre'].mean():.2f} long, and the FFN adds one {added['mlp.out'].mean():.2f} "
+                   f"{added['resid_pre'].mean():.2f} long, and the feed-forward network adds one {added['mlp.out'].mean():.2f} "
                    f"long to a stream {added['resid_mid'].mean():.2f} long (averages over the {len(v.tokens)} "
                    "tokens).")
 

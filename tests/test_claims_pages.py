@@ -296,7 +296,7 @@ def check_home(at: AppTest, ref: Ref) -> None:
 
 
 def stream_is_only_added_to(ref: Ref) -> None:
-    """Pre-norm: each block adds attention's and the FFN's outputs to the stream and never rescales it."""
+    """Pre-norm: each block adds attention's and the feed-forward network's outputs to the stream and never rescales it."""
     for layer in range(ref.L):
         b = f"blocks.{layer}"
         torch.testing.assert_close(ref.trace[f"{b}.resid_post"],
@@ -1084,18 +1084,18 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     family = Family(ref, "layer's feed-forward", "skipping", f"the {ref.L} layers' feed-forward networks",
                     {f"the feed-forward of layer {l}": dict(edits=edits.skip_mlp(l)) for l in range(ref.L)})
     best = family.most_that_shows(token)
-    radio = at.radio(key="ffn_whatif")
+    radio = at.radio(key="mlp_whatif")
     offered = [f"Skip {name}" for name in dict.fromkeys([f"the feed-forward of layer {layer}", best]) if name]
     Claims.count += 1
     assert [o.removesuffix(", the one that matters most here") for o in radio.options] == offered
     assert [o for o in radio.options if o.endswith("matters most here")] == \
         ([f"Skip {best}, the one that matters most here"] if best else [])
     for choice in radio_choices(radio):
-        at.radio(key="ffn_whatif").set_value(choice).run()
-        label = at.radio(key="ffn_whatif").options[at.radio(key="ffn_whatif").index]
+        at.radio(key="mlp_whatif").set_value(choice).run()
+        label = at.radio(key="mlp_whatif").options[at.radio(key="mlp_whatif").index]
         skipped = int(re.match(r"Skip the feed-forward of layer (\d+)", label)[1])
         c = Claims(at, f"feedforward: what if {label!r}")
-        c.says(f"with layer {skipped}'s FFN output set to zero; the bars compare its guesses for the token after "
+        c.says(f"with layer {skipped}'s feed-forward output set to zero; the bars compare its guesses for the token after "
                f"{quote(ref.tokens[token])}.")
         after = ref.model.run(ref.ids, edits=edits.skip_mlp(skipped))
         p0, p1 = ref.probs()[token], ref.probs(after)[token]
@@ -1104,7 +1104,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
         start = f"{changed}, the top guess after {quote(ref.tokens[token])}"
         if aa == bb:
             m = c.find(rf"{re.escape(start)} stays {re.escape(quote(ref.vocab[bb]))}(?: at {NUMBER}%: this layer's "
-                       rf"FFN hardly matters for it\.|, but its probability goes from {NUMBER}% to {NUMBER}%\.)")
+                       rf"feed-forward network hardly matters for it\.|, but its probability goes from {NUMBER}% to {NUMBER}%\.)")
             if m[1] is not None:
                 percent(m[1], float(p0[bb]), "unchanged top guess")
                 percent(m[1], float(p1[bb]), "unchanged top guess")
@@ -1121,7 +1121,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
             assert float(m[2]) > float(m[3]) or float(p1[aa]) == float(p1[bb]), "the new favourite looks smaller"
         check_size(c, float((p1 - p0).abs().max()))
         check_notes(c, at, ref, family, f"the feed-forward of layer {skipped}", changed, changes(ref, after), token,
-                    "ffn_whatif_look")
+                    "mlp_whatif_look")
 
 
 def check_residual(at: AppTest, ref: Ref) -> None:
@@ -1152,7 +1152,7 @@ def check_residual(at: AppTest, ref: Ref) -> None:
 
     c = Claims(show_section(at, "residual", "What a layer adds"), "residual: what a layer adds")
     size = lambda name: float(tr[f"blocks.{layer}.{name}"][0].norm(dim=-1).mean())      # noqa: E731
-    m = c.find(rf"On average attention adds a vector {NUMBER} long to a stream {NUMBER} long, and the FFN adds one "
+    m = c.find(rf"On average attention adds a vector {NUMBER} long to a stream {NUMBER} long, and the feed-forward network adds one "
                rf"{NUMBER} long to a stream {NUMBER} long \(averages over the {T} tokens\)\.")
     for shown, name in zip(m.groups(), ("attn.out", "resid_pre", "mlp.out", "resid_mid")):
         shows(shown, size(name), name)

@@ -139,7 +139,7 @@ def test_the_gelu_colour_scales_span_the_real_range_of_the_activations_with_whit
 def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
     at = show(open_page("feedforward", layer=1, token=3), "What if?")
     assert not at.exception
-    at.radio(key="ffn_whatif").set_value("chosen").run()          # layer 1, chosen above
+    at.radio(key="mlp_whatif").set_value("chosen").run()          # layer 1, chosen above
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
     changes = W.skip_mlp(1).edits(bundle.model.cfg)
@@ -310,10 +310,10 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     best = max(layers, key=lambda l: float(change[l][last]))
     visible = float(change[best][last]) >= W.VISIBLE
     shown = best if visible and float(change[0][last]) < W.VISIBLE else 0          # the picker's layer, or the best
-    assert at.radio(key="ffn_whatif").value == ("chosen" if shown == 0 else "most")
-    most = [o for o in at.radio(key="ffn_whatif").options if o.endswith(", the one that matters most here")]
+    assert at.radio(key="mlp_whatif").value == ("chosen" if shown == 0 else "most")
+    most = [o for o in at.radio(key="mlp_whatif").options if o.endswith(", the one that matters most here")]
     assert most == ([f"Skip the feed-forward of layer {best}, the one that matters most here"] if visible else [])
-    assert len(at.radio(key="ffn_whatif").options) == 1 + (visible and best != 0)
+    assert len(at.radio(key="mlp_whatif").options) == 1 + (visible and best != 0)
     said = page_text(at)
     assert f"With the feed-forward of layer {shown} skipped, the top guess after" in said
     largest = float(change[shown][last])
@@ -329,7 +329,7 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     assert anywhere >= W.VISIBLE
     assert (f"skipping the feed-forward of layer {l} changes the forecast after “{vocab[ids[t]]}” (position {t}) by "
             f"**{anywhere:.2f}**") in unescaped(said)
-    at.button(key="ffn_whatif_look").click().run()
+    at.button(key="mlp_whatif_look").click().run()
     assert at.session_state["token"] == t
     shown = 0 if float(change[0][t]) >= W.VISIBLE else l
     assert f"With the feed-forward of layer {shown} skipped" in page_text(at)

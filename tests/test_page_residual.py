@@ -170,7 +170,7 @@ def test_a_post_norm_rms_model_shows_its_own_wiring_and_norms():
     assert "post-norm" in page_text(at)
     show(at, "Normalization")
     assert [o for o in at.radio(key="residual_norm").options] == ["norm1, after attention is added",
-                                                                  "norm2, after the FFN is added"]
+                                                                  "norm2, after the feed-forward network is added"]
     trace = bundle.model.run(bundle.tokenizer.encode("roses are red violets"))
     x = (trace["blocks.0.resid_pre"] + trace["blocks.0.attn.out"])[0, 1]
     scatter = figure_titled(at, "Before and after RMSNorm")["data"]

@@ -88,7 +88,7 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
     def sublayer(x, norm_prefix, f):
         return x + f(norm(x, norm_prefix)) if pre else norm(x + f(x), norm_prefix)
 
-    def ffn(x, prefix):
+    def mlp(x, prefix):
         return linear(act(linear(x, f"{prefix}.W_in")), f"{prefix}.W_out")
 
     src, tgt = source.numpy(), target.numpy()
@@ -97,7 +97,7 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
     for i in range(cfg.n_layers):
         p, name = f"encoder_blocks.{i}", f"encoder.blocks.{i}"
         x = sublayer(x, f"{p}.norm1", lambda y: attention(y, y, f"{p}.attn", keep, f"{name}.attn"))
-        x = sublayer(x, f"{p}.norm2", lambda y: ffn(y, f"{p}.mlp"))
+        x = sublayer(x, f"{p}.norm2", lambda y: mlp(y, f"{p}.mlp"))
         out[f"{name}.resid_post"] = x
     memory = norm(x, "encoder_norm") if pre else x
     out["encoder.final.norm"] = memory
@@ -110,7 +110,7 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
         y = sublayer(y, f"{p}.norm_cross", lambda z: attention(z, memory, f"{p}.cross_attn", keep,
                                                                f"{name}.cross_attn"))
         out[f"{name}.resid_cross"] = y
-        y = sublayer(y, f"{p}.norm2", lambda z: ffn(z, f"{p}.mlp"))
+        y = sublayer(y, f"{p}.norm2", lambda z: mlp(z, f"{p}.mlp"))
     final = norm(y, "decoder_norm") if pre else y
     out["logits"] = linear(final, "unembed", bias=False)
     return out

@@ -392,7 +392,7 @@ def percents(*probabilities: float) -> tuple[str, ...]:
 
 
 def change_in_words(view: View, before, after, layer: int, position: int = -1) -> str:
-    """How the top next-token guess at `position` changed when the FFN was skipped, and the largest change of
+    """How the top next-token guess at `position` changed when the feed-forward network (MLP) was skipped, and the largest change of
     any token's probability (said plainly when it is small)."""
     vocab = view.bundle.tokenizer.vocab
     p_before = torch.softmax(before["logits"][0, position], -1)
@@ -403,7 +403,7 @@ def change_in_words(view: View, before, after, layer: int, position: int = -1) -
     if a == b:
         old, new = percents(float(p_before[b]), float(p_after[b]))
         if old == new:
-            return f"{start} stays {quote(vocab[b])} at {old}: this layer's FFN hardly matters for it. {size}"
+            return f"{start} stays {quote(vocab[b])} at {old}: this layer's feed-forward network hardly matters for it. {size}"
         return f"{start} stays {quote(vocab[b])}, but its probability goes from {old} to {new}. {size}"
     old, top, new = percents(float(p_before[b]), float(p_after[a]), float(p_after[b]))
     return (f"{start} changes from {quote(vocab[b])} ({old}) to {quote(vocab[a])} ({top}); "

@@ -103,7 +103,7 @@ CONTRIBUTIONS = [  # (trace name suffix, legend, colour)
 
 
 def contributions(view: View, layer: int) -> pd.DataFrame:
-    """Per token: L2 norms of the stream and of what attention and the FFN add to it in `layer`."""
+    """Per token: L2 norms of the stream and of what attention and the MLP (feed-forward) add to it in `layer`."""
     table = {"token": view.tokens}
     for suffix, _, _ in CONTRIBUTIONS:
         table[suffix] = as_numpy(view.trace[suffix, layer][0].norm(dim=-1)).astype(float)
@@ -153,7 +153,7 @@ def norm_steps(view: View, layer: int) -> list[NormStep]:
         return [
             NormStep("norm1", "norm1, before attention", block.norm1, f"{b}.resid_pre", f"{b}.attn.in",
                      get("resid_pre"), get("attn.in")),
-            NormStep("norm2", "norm2, before the FFN", block.norm2, f"{b}.resid_mid", f"{b}.mlp.in",
+            NormStep("norm2", "norm2, before the feed-forward network", block.norm2, f"{b}.resid_mid", f"{b}.mlp.in",
                      get("resid_mid"), get("mlp.in")),
             NormStep("final", "final norm, before the prediction", model.final_norm,
                      f"blocks.{last}.resid_post", "final.norm", trace["resid_post", last][0],
@@ -162,7 +162,7 @@ def norm_steps(view: View, layer: int) -> list[NormStep]:
     return [
         NormStep("norm1", "norm1, after attention is added", block.norm1, f"{b}.resid_pre + {b}.attn.out",
                  f"{b}.resid_mid", get("resid_pre") + get("attn.out"), get("resid_mid")),
-        NormStep("norm2", "norm2, after the FFN is added", block.norm2, f"{b}.resid_mid + {b}.mlp.out",
+        NormStep("norm2", "norm2, after the feed-forward network is added", block.norm2, f"{b}.resid_mid + {b}.mlp.out",
                  f"{b}.resid_post", get("resid_mid") + get("mlp.out"), get("resid_post")),
     ]
 
@@ -339,7 +339,7 @@ def math_latex(m: NormMath) -> list[str]:
 
 @dataclass(frozen=True)
 class Box:
-    key: str           # "x", "n1", "attn", "add1", "mid", "n2", "ffn", "add2", "out"
+    key: str           # "x", "n1", "attn", "add1", "mid", "n2", "mlp", "add2", "out"
     label: str
     x: float           # centre
     y: float           # 1: on the stream itself, 0: on a side branch (a sublayer's detour)
@@ -358,16 +358,16 @@ def block_layout(view: View) -> list[Box]:
     stream = [Box("x", f"stream in<br>{shape}", 0.7, 1)]
     if cfg.norm == "none":
         return stream + [Box("attn", "attention", 2.6, 0), Box("add1", "+", 4.2, 1),
-                         Box("mid", f"after attention<br>{shape}", 5.5, 1), Box("ffn", "feed-forward", 7.4, 0),
+                         Box("mid", f"after attention<br>{shape}", 5.5, 1), Box("mlp", "feed-forward", 7.4, 0),
                          Box("add2", "+", 9.0, 1), Box("out", f"stream out<br>{shape}", 10.3, 1)]
     if cfg.norm_position == "pre":
         return stream + [Box("n1", f"{norm}<br>norm1", 2.45, 0), Box("attn", "attention", 3.75, 0),
                          Box("add1", "+", 5.0, 1), Box("mid", f"after attention<br>{shape}", 6.15, 1),
-                         Box("n2", f"{norm}<br>norm2", 7.9, 0), Box("ffn", "feed-forward", 9.2, 0),
+                         Box("n2", f"{norm}<br>norm2", 7.9, 0), Box("mlp", "feed-forward", 9.2, 0),
                          Box("add2", "+", 10.4, 1), Box("out", f"stream out<br>{shape}", 11.55, 1)]
     return stream + [Box("attn", "attention", 2.45, 0), Box("add1", "+", 3.6, 1),
                      Box("n1", f"{norm}<br>norm1", 4.75, 1), Box("mid", f"after attention<br>{shape}", 6.1, 1),
-                     Box("ffn", "feed-forward", 7.85, 0), Box("add2", "+", 9.0, 1),
+                     Box("mlp", "feed-forward", 7.85, 0), Box("add2", "+", 9.0, 1),
                      Box("n2", f"{norm}<br>norm2", 10.15, 1),
                      Box("out", f"stream out<br>{shape}", 11.5, 1)]
 
@@ -375,7 +375,7 @@ def block_layout(view: View) -> list[Box]:
 BOX_W, BOX_H, PLUS_PX = 1.2, 0.44, 26
 BOX_TRACE = {"x": "<br>trace name: blocks.{layer}.resid_pre", "mid": "<br>trace name: blocks.{layer}.resid_mid",
              "out": "<br>trace name: blocks.{layer}.resid_post", "attn": "<br>trace name: blocks.{layer}.attn.out",
-             "ffn": "<br>trace name: blocks.{layer}.mlp.out"}
+             "mlp": "<br>trace name: blocks.{layer}.mlp.out"}
 STREAM_BLUE, NORM_FILL, NORM_EDGE = "#4477AA", "#FFD166", "#B8860B"
 
 
