@@ -2,8 +2,8 @@
 
 Streamlit runs each visitor's script in its own thread, and glibc gives threads their own memory pools
 (arenas, up to 8 per core), each keeping what it freed, and freed blocks under glibc's moving threshold
-(up to 32 MB) leave holes in the heap. With GPT-2 loaded and 10 visitors exploring it the benchmark
-measured 1,337 MB with glibc's defaults and about 1,260 MB with 2 arenas and a fixed 256 KB mmap threshold.
+(up to 32 MB) leave holes in the heap. Fewer arenas and a fixed mmap threshold keep it smaller (the measured
+figures are in the README, "Measured once, behind a design choice").
 """
 import ctypes
 import ctypes.util

@@ -2,9 +2,9 @@
 
 Why not `st.plotly_chart`: in Streamlit 1.67 its element id hashes the whole figure, even with a `key`, so
 a figure whose numbers change is a new element: the browser unmounts the old chart and builds a new one,
-then draws it again when Plotly hands its figure back (measured: 2.0-2.7 charts built per chart shown, per
+then draws it again when Plotly hands its figure back (measured: several charts built per chart shown, per
 sentence typed). Here the component's `key` is its identity, so a new sentence reaches the same chart and
-`Plotly.react` redraws it in place (measured: 1 build when the chart first appears, 0 after).
+`Plotly.react` redraws it in place (built once when the chart first appears; the README has the figures).
 
 Why not Altair/Vega-Lite (which the lab's live charts use): our step pages have 40-odd Plotly figures with
 exact hover text, text in cells, shared colour axes and subplots; this keeps every one of them, unchanged,

@@ -47,7 +47,7 @@ def loss_figure(run, log_scale: bool = False, presenter: bool = False) -> go.Fig
 def loss_chart(run, log_scale: bool = False, presenter: bool = False) -> alt.LayerChart:
     """The live loss curve (training loss at every step, validation loss at each observation) as a Vega-Lite
     chart. Its spec stays the same from tick to tick and only its data grows, so Streamlit updates the chart in
-    place: measured on a throwaway app, st.plotly_chart built 2 charts per tick where this builds none (its chart
+    place: measured on a throwaway app, st.plotly_chart built charts at every tick where this builds none (its chart
     id hashes the whole figure; the step pages' keyed Plotly component avoids that too, and was built after this).
     A diverged run is drawn by loss_figure, once, with its blow-up marked."""
     rows = [("train", s, loss) for s, loss in run.losses] + [("validation", e["step"], e["val_loss"]) for e in run.evals]

@@ -198,8 +198,8 @@ def pca_2d(weight: torch.Tensor) -> Pca:
     """The two directions along which the rows of `weight` spread most, and every row's position on them.
 
     The directions are the top eigenvectors of the rows' (D x D) covariance, summed over chunks of rows in
-    double precision: exact, and light for GPT-2 (50,257 x 768: about 0.3 s and a few MB, where an SVD of the
-    whole matrix in double took 10 s and 300 MB). The sign of each direction is fixed (largest loading
+    double precision: exact, and light for GPT-2's 50,257 x 768 matrix, where an SVD of the whole matrix in
+    double is slow and large (the README has the measured figures). The sign of each direction is fixed (largest loading
     positive) so the map does not flip between runs.
     """
     W = weight.detach()
@@ -322,7 +322,7 @@ def _map_figure(v: View, trace, label_all: bool) -> go.Figure:
 
 
 def map_figure(v: View, label_all: bool = False) -> go.Figure:
-    """pca_figure of the model's map for the view's sentence, built once per sentence (GPT-2's takes 70 ms)."""
+    """pca_figure of the model's map for the view's sentence, built once per sentence."""
     return memo.figure(_map_figure, v, label_all)
 
 

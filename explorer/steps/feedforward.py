@@ -111,7 +111,7 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
     widest = max(s.cols for s in parts)
     arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff:,}", activation_name(view),
               f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"]
-    shapes, notes = [], []           # collected, then added at once (one add_annotation call costs ~1 ms)
+    shapes, notes = [], []           # collected, then added at once (add_annotation calls are slow one by one)
     gap, box = 1.6, 1.0
     for i, s in enumerate(parts):
         x0 = i * (box + gap)
