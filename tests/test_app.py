@@ -21,8 +21,10 @@ def test_big_picture_shows_the_pipeline_with_this_sentences_real_shapes():
     at = open_page()
     assert not at.exception
     text = page_text(at)
-    assert "10 tokens" in text and "10 x 64" in text and "133 scores" in text
-    assert "4 x 10 x 10 per layer" in text
+    cfg = load_bundled("tinytales").model.cfg                          # the checkpoint's own numbers
+    T = len(DEFAULT_SENTENCE.split())
+    assert f"{T} tokens" in text and f"{T} x {cfg.d_model}" in text and f"{cfg.vocab_size:,} scores" in text
+    assert f"{cfg.n_heads} x {T} x {T} per layer" in text
     assert at.text_input(key="text").value == DEFAULT_SENTENCE
 
 
