@@ -39,12 +39,12 @@ def input_notices(view: View) -> list[str]:
 def words_title(view: View) -> str:
     """The word list's title: how many tokens model `view.name` can read."""
     scope = scope_of(view.bundle)
-    return f"The {len(scope.words):,} {scope.unit}s {view.name} knows"
+    return f"The {len(scope.words):,} {scope.unit}s {escape(view.name)} knows"
 
 
 def words_markdown(scope: Scope) -> str:
     """Every token a student can type, in a line of Markdown (each escaped)."""
-    return " · ".join(quote(visible(w))[1:-1] for w in scope.words)       # a space as ␣, "." as ⟨.⟩
+    return " · ".join(escape(visible(w)) for w in scope.words)       # a space as ␣, "." as ⟨.⟩
 
 
 def training_line(view: View) -> str:
@@ -52,7 +52,7 @@ def training_line(view: View) -> str:
     scope = scope_of(view.bundle)
     learned = (f"was trained on {scope.training_data}." if scope.training_data != NOT_RECORDED
                else "does not say what it was trained on (its file records nothing about its training data).")
-    return f"**{quote(view.name)[1:-1]}** {learned} It reads at most {scope.context:,} tokens."
+    return f"**{escape(view.name)}** {learned} It reads at most {scope.context:,} tokens."
 
 
 # --- encoder-decoders: is the source one the model learned to answer? -----------------------------------

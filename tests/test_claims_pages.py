@@ -36,7 +36,7 @@ from streamlit.testing.v1 import AppTest
 from claims_support import LAB, bundled, lab_bundle
 from conftest import APP, decode, figure_titled, page_text, show_section
 from explorer.plot import visible
-from explorer.view import DEFAULT_SENTENCE, quote
+from explorer.view import DEFAULT_SENTENCE, escape, quote
 from model import edits
 from model.tokenizers import UNK
 from model.transformer import sinusoidal_table
@@ -230,7 +230,7 @@ def check_word_list(c: Claims, at: AppTest, ref: Ref) -> None:
     words = [t for t in ref.vocab if t not in SPECIAL]
     unit = "character" if ref.tok.kind == "char" else "word"
     [panel] = panels
-    assert panel.label == f"The {len(words):,} {unit}s {ref.bundle_name} knows"
+    assert panel.label == f"The {len(words):,} {unit}s {escape(ref.bundle_name)} knows"
     [listed] = [m.value for m in panel.markdown]
     shown = [w.strip() for w in listed.split("·")]
     # Every word is listed as the charts label it (a space as ␣, "." as ⟨.⟩), escaped for Markdown.
