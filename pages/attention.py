@@ -4,16 +4,9 @@ import streamlit as st
 from explorer.steps import attention as A
 from explorer.app import discover
 from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
-                             require_trace, sections, step_nav, token_picker)
+                             require_trace, sections, step_nav, token_picker, whatif_notes)
 from explorer.app.state import view
 from explorer.steps import whatif as W
-
-
-def look_at(position: int) -> None:
-    """A button's callback: make `position` the selected token (the query token of every tab), and let the
-    what-if choose again for its forecast."""
-    st.session_state["token"] = position
-    st.session_state.pop("attention_whatif", None)
 
 
 v = view()
@@ -101,11 +94,6 @@ if whatif.open:
         chart(W.change_figure(table, experiment, v.presenter), key="whatif")
         st.markdown(A.change_words(v, trace, after, experiment, position=query))
         notes, elsewhere = A.whatif_notes(v, search, trace, after, experiment, query, layer)
-        if notes:
-            st.markdown(notes)
-        if elsewhere is not None:
-            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="attention_whatif_look",
-                      on_click=look_at, args=(elsewhere,), icon=":material/arrow_forward:",
-                      help="Makes that token the query token; the what-if then shows its forecast.")
+        whatif_notes(v, notes, elsewhere, "attention_whatif", help="Makes that token the query token; the what-if then shows its forecast.")
 
 step_nav("attention")

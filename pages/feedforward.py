@@ -7,16 +7,10 @@ from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
 from explorer.app.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
-                             sections, step_nav, token_picker)
+                             sections, step_nav, token_picker, whatif_notes)
 from explorer.plot import DIMS_SHOWN
 from explorer.app.state import view
 from explorer.steps import whatif as W
-
-
-def look_at(position: int) -> None:
-    """A button's callback: make `position` the selected token, and let the what-if choose again for it."""
-    st.session_state["token"] = position
-    st.session_state.pop("mlp_whatif", None)
 
 
 v = view()
@@ -107,11 +101,6 @@ if whatif.open:
         st.markdown(change_in_words(v, trace, after, skipped, position=token))
         chart(W.change_figure(change, experiment, v.presenter), key="whatif")
         notes, elsewhere = ff.whatif_notes(v, search, trace, after, experiment, token)
-        if notes:
-            st.markdown(notes)
-        if elsewhere is not None:
-            st.button(f"Look at the forecast after {quote(v.tokens[elsewhere])}", key="mlp_whatif_look",
-                      on_click=look_at, args=(elsewhere,), icon=":material/arrow_forward:",
-                      help="Makes that token the selected one; the what-if then shows its forecast.")
+        whatif_notes(v, notes, elsewhere, "mlp_whatif", help="Makes that token the selected one; the what-if then shows its forecast.")
 
 step_nav(SLUG)

@@ -187,3 +187,18 @@ def token_picker(view: View, where=st, label: str = "Token") -> int:
     tokens = view.tokens
     return where.selectbox(label, range(len(tokens)), key="token",
                            format_func=lambda i: f"{i}: {tokens[i]}")
+
+
+def _look_at(position: int, whatif_key: str) -> None:
+    """A button's callback: make `position` the selected token and let the page's what-if choose again for it."""
+    st.session_state["token"] = position
+    st.session_state.pop(whatif_key, None)
+
+
+def whatif_notes(view: View, notes: str, elsewhere: int | None, whatif_key: str, help: str) -> None:
+    """A what-if's notes, and when the change shows elsewhere in the sentence, one click to that token's forecast."""
+    if notes:
+        st.markdown(notes)
+    if elsewhere is not None:
+        st.button(f"Look at the forecast after {quote(view.tokens[elsewhere])}", key=f"{whatif_key}_look",
+                  on_click=_look_at, args=(elsewhere, whatif_key), icon=":material/arrow_forward:", help=help)
