@@ -17,7 +17,7 @@ from model.checkpoint import Bundle
 from model.inputs import Prepared
 from model.transformer import Trace
 
-DEFAULT_SENTENCE = "the cat sat on the mat because it was tired"
+DEFAULT_SENTENCE = "the cat sat on the mat because"
 # A sentence each bundled model knows every word of, offered when the typed one has unknown words.
 EXAMPLES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue",
             "translate": "the small red cat sees the big dog", "sort": "7 3 9 1 5 2"}

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from browser_support import open_view, type_sentence
 from explorer.registry import LAB, STEPS
+from explorer.view import DEFAULT_SENTENCE
 
 WITHOUT_CHARTS = {"home"}                # every other step page draws Plotly figures
 XSS = "<img src=x onerror=alert(1)>"
@@ -43,8 +44,9 @@ def test_every_page_opens_without_errors_and_draws_its_figures(tab, app_url, slu
 
 
 def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
-    open_view(tab, app_url, "prediction", token=9)
-    expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text("“tired”")
+    open_view(tab, app_url, "prediction")
+    last = DEFAULT_SENTENCE.split()[-1]
+    expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text(f"after “{last}”")
     type_sentence(tab, "the dog chased the")
     titles = tab.locator(".js-plotly-plot .gtitle")
     expect(titles.filter(has_text="Next-token probabilities")).to_contain_text("after “the” (position 3)")
@@ -62,8 +64,8 @@ WATCH_CHARTS = """() => { window.__built = 0;
 
 
 def test_a_new_sentence_redraws_the_same_charts_in_place(tab, app_url):
-    open_view(tab, app_url, "prediction", token=9)
-    expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text("“tired”")
+    open_view(tab, app_url, "prediction")
+    expect(tab.locator(".js-plotly-plot .gtitle").first).to_contain_text(f"after “{DEFAULT_SENTENCE.split()[-1]}”")
     tab.evaluate(WATCH_CHARTS)
     for sentence in ["the dog chased the", "the zqx cat sat on", "a cat"]:     # a notice comes and goes
         type_sentence(tab, sentence)

@@ -5,6 +5,7 @@ import numpy as np
 from playwright.sync_api import expect
 
 from browser_support import open_view
+from explorer.view import DEFAULT_SENTENCE
 from model.checkpoint import load_bundled
 
 
@@ -17,7 +18,8 @@ def test_the_trace_downloads_and_opens_in_numpy(tab, app_url):
     trace = np.load(io.BytesIO(open(download.path(), "rb").read()))
     model = load_bundled("tinytales").model
     assert set(model.trace_names) <= set(trace.files)
-    assert trace["blocks.1.attn.pattern"].shape == (1, 4, 10, 10)
+    T = len(DEFAULT_SENTENCE.split())
+    assert trace["blocks.1.attn.pattern"].shape == (1, 4, T, T)
     np.testing.assert_allclose(trace["blocks.1.attn.pattern"].sum(-1), 1.0, rtol=1e-5)   # rows of weights
 
 

@@ -24,9 +24,14 @@ def tinytales():
     return load_bundled("tinytales")
 
 
+# The sentence these tests study: "it" at position 7 looks back for what it refers to.
+PRONOUN = "the cat sat on the mat because it was tired"
+T = len(PRONOUN.split())
+
+
 @lru_cache
 def default_trace():
-    return tinytales().model.run(tinytales().tokenizer.encode(DEFAULT_SENTENCE))
+    return tinytales().model.run(tinytales().tokenizer.encode(PRONOUN))
 
 
 def tiny_view(text: str = "a b c a b", **overrides) -> View:
@@ -52,7 +57,7 @@ def show(at, section: str):
 
 
 def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
-    at = open_page("attention", layer=1, head=2)
+    at = open_page("attention", text=PRONOUN, layer=1, head=2)
     assert not at.exception
     tr = default_trace()
     name = "blocks.1.attn"
@@ -61,12 +66,12 @@ def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
     assert [a["text"] for a in qkv["layout"]["annotations"]] == ["Q: the questions", "K: the labels", "V: the answers"]
     for index, key in enumerate("qkv"):
         z = z_of(qkv, index)
-        assert z.shape == (10, 16)
+        assert z.shape == (T, 16)
         np.testing.assert_allclose(z, tr[f"{name}.{key}"][0, 2].numpy(), rtol=1e-6)
     largest = max(float(tr[f"{name}.{key}"][0, 2].abs().max()) for key in "qkv")
     scale = qkv["layout"]["coloraxis"]                    # one scale, centred at 0, for all three panels
     assert scale["cmin"] == pytest.approx(-largest) and scale["cmax"] == pytest.approx(largest)
-    assert list(decode(qkv["layout"]["yaxis"]["ticktext"])) == [f"{i} {w}" for i, w in enumerate(DEFAULT_SENTENCE.split())]
+    assert list(decode(qkv["layout"]["yaxis"]["ticktext"])) == [f"{i} {w}" for i, w in enumerate(PRONOUN.split())]
     text = page_text(at)
     assert "classroom" in text and "Questions, labels and answers: layer 1, head 2" in text
     show(at, "The four steps")
@@ -79,22 +84,22 @@ def test_queries_keys_values_and_the_four_steps_are_the_traced_numbers():
     np.testing.assert_allclose(z_of(figure_titled(at, "2. Divided by √16")), scores, rtol=1e-6)
     masked_fig = figure_titled(at, "3. Causal mask applied")
     masked = z_of(masked_fig)
-    future = np.triu(np.ones((10, 10), dtype=bool), 1)
+    future = np.triu(np.ones((T, T), dtype=bool), 1)
     assert np.isnan(masked[future]).all()
     np.testing.assert_allclose(masked[~future], scores[~future], rtol=1e-6)
     assert masked_fig["data"][0]["text"][0][1] == "−∞" and masked_fig["data"][0]["text"][1][0] != "−∞"
     weights = z_of(figure_titled(at, "4. Softmax: the weights"))
     np.testing.assert_allclose(weights, tr[f"{name}.pattern"][0, 2].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(weights.sum(1), np.ones(10), rtol=1e-5)
+    np.testing.assert_allclose(weights.sum(1), np.ones(T), rtol=1e-5)
     assert "√K = √16 = 4" in page_text(at)
 
 
 def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights():
-    at = show(open_page("attention", layer=0, head=3, token=7), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN, layer=0, head=3, token=7), "Who looks at whom")
     tr = default_trace()
     pattern = tr["blocks.0.attn.pattern"][0, 3].numpy()
     big = figure_titled(at, "Attention pattern of layer 0 head 3")
-    future = np.triu(np.ones((10, 10), dtype=bool), 1)
+    future = np.triu(np.ones((T, T), dtype=bool), 1)
     np.testing.assert_allclose(z_of(big)[~future], pattern[~future], rtol=1e-6)
     assert np.isnan(z_of(big)[future]).all()                                 # masked: no colour, no value
     assert big["data"][0]["colorscale"][0][1] == "#440154"                   # Viridis, 0..1
@@ -127,12 +132,12 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
 
 
 def test_masked_cells_of_the_pattern_show_no_number_and_say_masked_on_hover():
-    at = show(open_page("attention", layer=1, head=0, token=7), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN, layer=1, head=0, token=7), "Who looks at whom")
     pattern = default_trace()["blocks.1.attn.pattern"][0, 0].numpy()
     big = figure_titled(at, "Attention pattern of layer 1 head 0")
     text, hover = np.asarray(big["data"][0]["text"]), np.asarray(big["data"][0]["customdata"])
-    for i in range(10):
-        for j in range(10):
+    for i in range(T):
+        for j in range(T):
             if j > i:       # a later token
                 assert text[i, j] == "" and hover[i, j, 2] == "masked: a later token"
             else:
@@ -147,7 +152,7 @@ def line_weights(figure) -> list[tuple[dict, list[float]]]:
 
 @pytest.mark.parametrize("layer, head, query", [(0, 1, 6), (1, 2, 9), (0, 0, 3)])
 def test_line_width_and_opacity_are_proportional_to_the_weight(layer, head, query):
-    at = show(open_page("attention", layer=layer, head=head, token=query), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN, layer=layer, head=head, token=query), "Who looks at whom")
     pattern = default_trace()["pattern", layer][0, head].double().numpy()
     lines = line_weights(figure_titled(at, "Who looks at whom"))
     drawn = sorted(w for _, weights in lines for w in weights)
@@ -168,7 +173,7 @@ def test_line_width_and_opacity_are_proportional_to_the_weight(layer, head, quer
 
 
 def test_the_chosen_querys_lines_are_orange_drawn_on_top_and_bolder_for_the_same_weight():
-    at = show(open_page("attention", layer=0, head=1, token=6), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN, layer=0, head=1, token=6), "Who looks at whom")
     lines = figure_titled(at, "Who looks at whom")["data"][:-2]
     assert {t["line"]["color"] for t in lines} == {A.SELECTED, "#4477AA"}
     assert lines[-1]["line"]["color"] == A.SELECTED                          # drawn on top
@@ -177,10 +182,10 @@ def test_the_chosen_querys_lines_are_orange_drawn_on_top_and_bolder_for_the_same
 
 
 def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_head():
-    at = show(open_page("attention", layer=1, head=2), "Every head")
+    at = show(open_page("attention", text=PRONOUN, layer=1, head=2), "Every head")
     grid = figure_titled(at, "Every head in every layer")
     layout = grid["layout"]
-    names = [f"{i} {t}" for i, t in enumerate(DEFAULT_SENTENCE.split())]
+    names = [f"{i} {t}" for i, t in enumerate(PRONOUN.split())]
     for n in range(8):                                                       # 2 rows x 4 columns
         axis = "" if n == 0 else str(n + 1)
         x, y = layout[f"xaxis{axis}"], layout[f"yaxis{axis}"]
@@ -198,11 +203,11 @@ def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_
 
 
 def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
-    at = show(open_page("attention", layer=1, head=2, token=7), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN, layer=1, head=2, token=7), "Who looks at whom")
     tr = default_trace()
     row = tr["blocks.1.attn.pattern"][0, 2, 7]
     top = row[:8].topk(3)
-    tokens = DEFAULT_SENTENCE.split()
+    tokens = PRONOUN.split()
     first = tokens[int(top.indices[0])]
     text = page_text(at)
     assert f"“it” puts **{float(top.values[0]):.2f}** of its attention on “{first}”" in text
@@ -219,9 +224,9 @@ def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
 
 
 def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
-    at = show(open_page("attention", layer=1, head=2, token=6), "What if?")   # the word after "because"
+    at = show(open_page("attention", text=PRONOUN, layer=1, head=2, token=6), "What if?")   # the word after "because"
     model, tr = tinytales().model, default_trace()
-    ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
+    ids = tinytales().tokenizer.encode(PRONOUN)
     vocab = tinytales().tokenizer.vocab
     for choice, experiment in [("chosen", W.knock_out_head(1, 2)), ("scaling", W.REMOVE_SCALING),
                                ("mask", W.LIFT_MASK)]:
@@ -246,7 +251,7 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
 
 
 def test_changing_layer_and_head_redraws_from_the_trace():
-    at = show(open_page("attention"), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN), "Who looks at whom")
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(3).run()
     assert not at.exception
@@ -258,7 +263,7 @@ def test_changing_layer_and_head_redraws_from_the_trace():
 
 
 def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
-    at = open_page("attention", presenter=1, token=9)
+    at = open_page("attention", text=PRONOUN, presenter=1, token=9)
     assert not at.exception
     for section, charts in zip(A.SECTIONS, (1, 4, 2, 1, 1)):
         show(at, section)
@@ -273,7 +278,7 @@ def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
 
 
 def test_strange_sentences_one_token_full_context_and_html_tokens():
-    at = show(open_page("attention"), "Who looks at whom")
+    at = show(open_page("attention", text=PRONOUN), "Who looks at whom")
     type_text(at, "the")
     assert not at.exception
     assert "It is the first token, so it can only look at itself." in page_text(at)
@@ -330,8 +335,8 @@ def test_read_row_never_names_a_key_with_a_weight_written_0_00():
     """read_row names the three keys a query attends to most, but leaves out any whose weight rounds to 0.00 (it
     once said "0.00 on “it”") and then says that every other key gets less than 0.005: on every head and query of
     tinytales reading the default sentence, some of whose rows are that sharp."""
-    prepared = prepare_text(tinytales().tokenizer, DEFAULT_SENTENCE, 32)
-    v = View(name="tinytales", bundle=tinytales(), text=DEFAULT_SENTENCE, presenter=False, prepared=prepared,
+    prepared = prepare_text(tinytales().tokenizer, PRONOUN, 32)
+    v = View(name="tinytales", bundle=tinytales(), text=PRONOUN, presenter=False, prepared=prepared,
              trace=default_trace())
     cfg, cut = tinytales().model.cfg, 0
     for layer in range(cfg.n_layers):
@@ -364,7 +369,7 @@ def test_a_new_sentence_builds_only_the_open_sections_head_figure(monkeypatch):
 
     for which in list(A.HEAD_FIGURES):
         monkeypatch.setitem(A.HEAD_FIGURES, which, counting(which))
-    at = open_page("attention")
+    at = open_page("attention", text=PRONOUN)
     assert not at.exception and built == ["qkv"]          # the default section: Q, K and V only
     type_text(at, "the dog ran to the old tree")
     assert built == ["qkv", "qkv"]
@@ -379,6 +384,19 @@ WHATIF_SENTENCES = [("tinytales", DEFAULT_SENTENCE), ("tinytales", "the dog chas
                     ("tinytales", "the cats sat on the mats because they"),
                     ("roses", "roses are red violets are blue"), ("roses", "roses are red violets are blue sugar is sweet"),
                     ("roses", "sugar is sweet and so are you")]
+
+
+def test_the_default_sentences_first_what_if_makes_a_visible_change():
+    """The first what-if a student sees, on the sentence the app opens with, moves a word's probability visibly."""
+    at = show(open_page("attention"), "What if?")
+    ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
+    model, last = tinytales().model, len(ids) - 1
+    p0 = torch.softmax(model.run(ids)["logits"][0, last].double(), -1)
+    largest = max(float((torch.softmax(model.run(ids, edits=W.knock_out_head(l, h).edits(model.cfg))["logits"][0, last]
+                                       .double(), -1) - p0).abs().max())
+                  for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads))
+    assert largest >= W.VISIBLE
+    assert stated_size(page_text(at)) == f"{largest:.2f}"
 
 
 def unescaped(text: str) -> str:

@@ -12,6 +12,8 @@ from conftest import (APP, assert_each_section_draws_only_its_charts, decode, fi
 from explorer.steps import embedding as em
 from explorer.plot import token_label, visible
 from explorer.app.state import DEFAULT_SENTENCE, View
+
+T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -52,10 +54,10 @@ def show(at, section: str):
 def test_the_sentences_rows_are_the_traced_embeddings():
     at = open_page("embedding")
     assert not at.exception
-    figure = figure_titled(at, "This sentence's embeddings: 10 tokens x 64 numbers")
+    figure = figure_titled(at, f"This sentence's embeddings: {T} tokens x 64 numbers")
     _, trace = run(DEFAULT_SENTENCE)
     z = decode(figure["data"][0]["z"])
-    assert z.shape == (10, 64)
+    assert z.shape == (T, 64)
     np.testing.assert_allclose(z, trace["embed.tok"][0].numpy(), rtol=1e-6)
     assert list(figure["layout"]["yaxis"]["ticktext"][:2]) == ["0 the", "1 cat"]
     assert figure["data"][0]["colorscale"][0][1] != figure["data"][0]["colorscale"][-1][1]   # diverging

@@ -10,6 +10,9 @@ from conftest import (assert_each_section_draws_only_its_charts, decode, figure_
                       plotly_figures, show_section, type_text)
 from explorer.steps import feedforward as ff
 from explorer.app.state import DEFAULT_SENTENCE, View
+
+T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
+LAST = T - 1
 from explorer.steps import whatif as W
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
@@ -61,8 +64,8 @@ def test_page_shows_expand_activate_contract_with_the_real_shapes_and_the_heatma
     [shapes] = plotly_figures(at)                  # only the open section is drawn: the first
     assert shapes["layout"]["title"]["text"].startswith("Expand, activate, contract: layer 1")
     notes = " ".join(a["text"] for a in shapes["layout"]["annotations"])
-    for what, name, shape in [("input", "mlp.in", "10 × 64"), ("before GELU", "mlp.pre", "10 × 256"),
-                              ("after GELU", "mlp.post", "10 × 256"), ("output", "mlp.out", "10 × 64")]:
+    for what, name, shape in [("input", "mlp.in", f"{T} × 64"), ("before GELU", "mlp.pre", f"{T} × 256"),
+                              ("after GELU", "mlp.post", f"{T} × 256"), ("output", "mlp.out", f"{T} × 64")]:
         assert f"<b>{what}</b><br>{shape}" in notes and f"trace name: {name}" in notes   # plain words, code aside
     assert "W_in<br>64 → 256" in notes and "GELU" in notes and "W_out<br>256 → 64" in notes
 
@@ -101,11 +104,11 @@ def test_the_share_switched_off_and_the_histogram_are_counted_from_the_trace():
     trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
     pre, post = trace["blocks.0.mlp.pre"][0], trace["blocks.0.mlp.post"][0]
     negative = int((pre < 0).sum())
-    assert f"{negative:,} of 2,560" in page_text(at)
-    assert at.metric[0].value == f"{negative / 2560:.1%}"
+    assert f"{negative:,} of {T * 256:,}" in page_text(at)
+    assert at.metric[0].value == f"{negative / (T * 256):.1%}"
     hist = figure_titled(at, "Neuron values before and after GELU")["data"]
     before, after = decode(hist[0]["y"]), decode(hist[1]["y"])
-    assert before.sum() == after.sum() == 2560
+    assert before.sum() == after.sum() == T * 256
     edges = np.array([c[0] for c in hist[0]["customdata"]] + [hist[0]["customdata"][-1][1]])
     np.testing.assert_array_equal(before, np.histogram(pre.numpy().ravel(), edges)[0])
     np.testing.assert_array_equal(after, np.histogram(post.numpy().ravel(), edges)[0])
@@ -157,17 +160,17 @@ def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
 
 
 def test_show_the_math_writes_out_the_strongest_neuron_with_real_numbers():
-    at = show(open_page("feedforward", layer=0, token=9), "The strongest neurons")
+    at = show(open_page("feedforward", layer=0, token=LAST), "The strongest neurons")
     bundle = load_bundled("tinytales")
     trace = bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
-    j = int(trace["blocks.0.mlp.post"][0, 9].argmax())
-    x, w = trace["blocks.0.mlp.in"][0, 9], bundle.model.blocks[0].mlp.W_in.weight[j].detach()
+    j = int(trace["blocks.0.mlp.post"][0, LAST].argmax())
+    x, w = trace["blocks.0.mlp.in"][0, LAST], bundle.model.blocks[0].mlp.W_in.weight[j].detach()
     latex = "\n".join(str(e.value) for e in at.latex)
     assert f"\\text{{pre}}_{{{j}}}" in latex
     w0 = f"{float(w[0]):.3f}" if w[0] >= 0 else f"({float(w[0]):.3f})"
     assert f"({float(x[0]):.3f} \\times {w0})" in latex
-    assert f"= {float(trace['blocks.0.mlp.pre'][0, 9, j]):.4f}" in latex
-    assert f"= {float(trace['blocks.0.mlp.post'][0, 9, j]):.4f}" in latex
+    assert f"= {float(trace['blocks.0.mlp.pre'][0, LAST, j]):.4f}" in latex
+    assert f"= {float(trace['blocks.0.mlp.post'][0, LAST, j]):.4f}" in latex
     assert "GELU" in latex
 
 

@@ -10,6 +10,8 @@ from conftest import decode, figure_titled, open_page, page_text, plotly_figures
 from explorer import discoveries as D
 from explorer.steps import positions as P
 from explorer.app.state import DEFAULT_SENTENCE, View
+
+T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
 from model import edits
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
@@ -68,7 +70,7 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
     table = tinytales().model.embed.pos_table
 
     added = decode(figure_titled(at, "Position vectors added to your sentence")["data"][0]["z"])
-    assert added.shape == (10, 64)
+    assert added.shape == (T, 64)
     np.testing.assert_allclose(added, trace["embed.pos"][0].numpy(), rtol=1e-6)
 
     assert len(plotly_figures(at)) == 1                      # the whole table waits behind its tab
@@ -77,7 +79,7 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
     assert len(plotly_figures(at)) == 1
     np.testing.assert_allclose(decode(whole["data"][0]["z"]), table.numpy(), rtol=1e-6)
     box = whole["layout"]["shapes"][0]                       # the sentence's rows are boxed
-    assert (box["y0"], box["y1"]) == (-0.5, 9.5)
+    assert (box["y0"], box["y1"]) == (-0.5, T - 0.5)
 
     curves = figure_titled(show(at, "Dimension by dimension"), "Chosen dimensions over every position")
     lines, seats, yours = curves["data"][0::3], curves["data"][1::3], curves["data"][2::3]
@@ -92,7 +94,7 @@ def test_the_page_shows_the_real_position_signal_of_the_sentence():
         np.testing.assert_allclose(y[::20], table[:, d].numpy(), atol=1e-5)   # through every real seat
         np.testing.assert_allclose(decode(seat["x"]), np.arange(32))
         np.testing.assert_allclose(decode(seat["y"]), table[:, d].numpy(), rtol=1e-6)   # the dots: the real table
-        np.testing.assert_allclose(decode(dot["y"]), table[:10, d].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(decode(dot["y"]), table[:T, d].numpy(), rtol=1e-6)
         assert list(dot["customdata"])[:2] == ["the", "cat"]
 
 

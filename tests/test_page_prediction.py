@@ -11,7 +11,7 @@ import torch
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
 from explorer.steps import prediction as pred
 from explorer.plot import token_label
-from explorer.app.state import DEFAULT_SENTENCE
+
 from model.checkpoint import load_bundled
 from model.config import ModelConfig
 from model.generate import generate, next_token_probs
@@ -19,7 +19,9 @@ from model.tokenizers import CharTokenizer, WordTokenizer
 from model.transformer import TransformerLM
 
 TINY = load_bundled("tinytales")
-IDS = TINY.tokenizer.encode(DEFAULT_SENTENCE)                 # "the cat sat on the mat because it was tired"
+# The sentence these tests read: it ends, so the forecast after its last word is "." (the sentence ends).
+ENDED = "the cat sat on the mat because it was tired"
+IDS = TINY.tokenizer.encode(ENDED)
 LOGITS = TINY.model.run(IDS)["logits"][0]                     # (10, 133)
 VOCAB = TINY.tokenizer.vocab
 
@@ -59,7 +61,7 @@ def model_calls(monkeypatch):
 # What the page shows.
 
 def test_bars_show_the_models_real_next_token_probabilities_and_scores():
-    at = open_page("prediction", token=9)
+    at = open_page("prediction", text=ENDED, token=9)
     assert not at.exception
     assert "“tired” (position 9)" in figure_titled(at, "Next-token probabilities")["layout"]["title"]["text"]
     tokens, probs = bars(at)
@@ -79,7 +81,7 @@ def test_bars_show_the_models_real_next_token_probabilities_and_scores():
 
 
 def test_sliders_reshape_the_cached_logits_without_running_the_model(model_calls):
-    at = open_page("prediction", token=9)
+    at = open_page("prediction", text=ENDED, token=9)
     before = dict(model_calls)
     at.slider(key="prediction_temperature").set_value(2.5).run()
     tokens, probs = bars(at)
@@ -100,7 +102,7 @@ def test_sliders_reshape_the_cached_logits_without_running_the_model(model_calls
 
 
 def test_top_k_cuts_tokens_greys_them_and_tells_how_much_chance_was_kept():
-    at = open_page("prediction", token=4)                     # after "the": many likely nouns
+    at = open_page("prediction", text=ENDED, token=4)                     # after "the": many likely nouns
     at.slider(key="prediction_top_k").set_value(3).run()
     figure = figure_titled(at, "Next-token probabilities after")
     drawn = decode(figure["data"][1]["y"]).astype(float)
@@ -115,7 +117,7 @@ def test_top_k_cuts_tokens_greys_them_and_tells_how_much_chance_was_kept():
 
 
 def test_top_p_keeps_the_fewest_tokens_that_reach_p_and_the_math_says_where_it_stopped():
-    at = open_page("prediction", token=4)
+    at = open_page("prediction", text=ENDED, token=4)
     at.slider(key="prediction_top_p").set_value(0.3).run()
     p = LOGITS[4].softmax(-1).sort(descending=True).values
     before = (p.cumsum(0) - p).numpy()
@@ -131,7 +133,7 @@ def test_top_p_keeps_the_fewest_tokens_that_reach_p_and_the_math_says_where_it_s
 
 
 def test_an_earlier_token_shows_what_the_model_expected_and_the_word_that_came_next():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     at.selectbox(key="token").set_value(1).run()              # after "cat" the sentence goes on with "sat"
     assert "after “cat” (position 1)" in figure_titled(at, "Next-token probabilities")["layout"]["title"]["text"]
     tokens, probs = bars(at)
@@ -145,7 +147,7 @@ def test_an_earlier_token_shows_what_the_model_expected_and_the_word_that_came_n
 
 
 def test_the_math_works_softmax_out_with_the_real_sum_over_the_vocabulary():
-    at = open_page("prediction", token=9)
+    at = open_page("prediction", text=ENDED, token=9)
     at.slider(key="prediction_temperature").set_value(0.5).run()
     z = LOGITS[-1].double()
     total = float(torch.exp(z / 0.5).sum())
@@ -167,7 +169,7 @@ def test_the_math_works_softmax_out_with_the_real_sum_over_the_vocabulary():
 # Writing with the model.
 
 def test_next_token_appends_the_likeliest_token_and_generate_10_continues_like_model_generate():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     at.button(key="prediction_next").click().run()
     first = int(TINY.model.predict(IDS)[0, -1].argmax())
     assert at.session_state["prediction_generated"].tokens == [first]
@@ -178,11 +180,11 @@ def test_next_token_appends_the_likeliest_token_and_generate_10_continues_like_m
     table = at.dataframe[-1].value
     assert list(table.token) == [VOCAB[t] for t in want.tokens]
     np.testing.assert_allclose(table.probability, want.probs, rtol=1e-5)
-    assert "“the cat sat on the mat because it was tired” + **“" in page_text(at)
+    assert f"“{ENDED}” + **“" in page_text(at)
 
 
 def test_sampling_with_a_seed_draws_what_model_generate_draws_with_the_sliders_settings():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     at.radio(key="prediction_strategy").set_value("sample").run()
     at.number_input(key="prediction_seed").set_value(7).run()
     at.slider(key="prediction_temperature").set_value(1.5).run()
@@ -194,7 +196,7 @@ def test_sampling_with_a_seed_draws_what_model_generate_draws_with_the_sliders_s
 
 
 def test_beam_search_plans_the_whole_continuation():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     at.radio(key="prediction_strategy").set_value("beam").run()
     at.button(key="prediction_ten").click().run()
     at.button(key="prediction_next").click().run()
@@ -204,7 +206,7 @@ def test_beam_search_plans_the_whole_continuation():
 
 
 def test_a_new_sentence_model_or_strategy_starts_the_continuation_over():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     at.button(key="prediction_ten").click().run()
     type_text(at, "the dog sat")
     assert not at.session_state["prediction_generated"].tokens
@@ -232,7 +234,7 @@ def test_the_window_slides_when_the_text_outgrows_the_context_and_the_text_can_g
 
 
 def test_presenter_mode_keeps_the_sliders_hides_the_seed_and_shows_fewer_larger_bars():
-    at = open_page("prediction", presenter=1, token=9)
+    at = open_page("prediction", text=ENDED, presenter=1, token=9)
     at.radio(key="prediction_strategy").set_value("sample").run()
     assert not [n for n in at.number_input if n.key == "prediction_seed"]
     assert at.slider(key="prediction_temperature").value == 1.0
@@ -250,7 +252,7 @@ def test_presenter_mode_keeps_the_sliders_hides_the_seed_and_shows_fewer_larger_
     ("the cat sat on the mat because it was tired . " * 45)[:2000],
 ])
 def test_strange_sentences_show_as_text_and_can_still_be_continued(text):
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     type_text(at, text)
     at.button(key="prediction_next").click().run()
     assert not at.exception
@@ -266,7 +268,7 @@ def test_strange_sentences_show_as_text_and_can_still_be_continued(text):
 
 
 def test_an_empty_sentence_asks_for_one():
-    at = open_page("prediction")
+    at = open_page("prediction", text=ENDED)
     type_text(at, "   ")
     assert not at.exception and "Type a sentence first" in page_text(at)
     assert not plotly_figures(at)
@@ -340,7 +342,7 @@ def test_continued_text_follows_each_tokenizers_spacing():
 
 
 def test_the_math_panel_draws_nothing_until_it_is_opened():
-    at = open_page("prediction", open_math=False)
+    at = open_page("prediction", text=ENDED, open_math=False)
     assert not at.exception and len(plotly_figures(at)) == 2          # the scores and the probabilities
     assert not at.latex
     at.session_state["math_prediction"] = True                       # a click on "Show the math"

@@ -10,6 +10,10 @@ from explorer.steps import residual as rs
 from explorer.app.layout import quote
 from explorer.plot import visible
 from explorer.app.state import DEFAULT_SENTENCE, View
+
+T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
+# a sentence that ends: the lens shows "." among the guesses
+ENDED = "the cat sat on the mat because it was tired"
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -18,9 +22,9 @@ from model.transformer import TransformerLM
 STAGES = ["embed.out", "blocks.0.resid_mid", "blocks.0.resid_post", "blocks.1.resid_mid", "blocks.1.resid_post"]
 
 
-def tinytales_trace():
+def tinytales_trace(text: str = DEFAULT_SENTENCE):
     bundle = load_bundled("tinytales")
-    return bundle, bundle.model.run(bundle.tokenizer.encode(DEFAULT_SENTENCE))
+    return bundle, bundle.model.run(bundle.tokenizer.encode(text))
 
 
 def random_bundle(seed: int = 0, **changes) -> Bundle:
@@ -93,9 +97,9 @@ def test_the_diagram_shows_this_models_pre_norm_wiring():
     at = open_page("residual")
     assert "wired: pre-norm, LayerNorm" in figure_titled(at, "of this model is wired")["layout"]["title"]["text"]
     # pre-norm: the norms sit on the sublayers' branches, the stream itself is never normalized
-    assert diagram_boxes(at) == {"stream in<br>10 × 64": 1, "LayerNorm<br>norm1": 0, "attention": 0,
-                                 "after attention<br>10 × 64": 1, "LayerNorm<br>norm2": 0, "feed-forward": 0,
-                                 "stream out<br>10 × 64": 1}
+    assert diagram_boxes(at) == {f"stream in<br>{T} × 64": 1, "LayerNorm<br>norm1": 0, "attention": 0,
+                                 f"after attention<br>{T} × 64": 1, "LayerNorm<br>norm2": 0, "feed-forward": 0,
+                                 f"stream out<br>{T} × 64": 1}
     assert "This model is **pre-norm**" in page_text(at)
 
 
@@ -128,12 +132,12 @@ def test_before_and_after_the_norm_for_the_chosen_token_and_layer():
 
 
 def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
-    at = show(open_page("residual"), "Logit lens")
-    bundle, trace = tinytales_trace()
+    at = show(open_page("residual", text=ENDED), "Logit lens")
+    bundle, trace = tinytales_trace(ENDED)
     lens = figure_titled(at, "Logit lens")
     data = lens["data"][0]
     probs = decode(data["z"]).T                                                   # (stages, positions)
-    assert probs.shape == (5, 10)
+    assert probs.shape == (5, len(ENDED.split()))
     real = torch.softmax(trace["logits"][0], -1)                                  # (T, V)
     np.testing.assert_allclose(probs[-1], real.max(-1).values.numpy(), rtol=1e-5)
     vocab = bundle.tokenizer.vocab
@@ -150,14 +154,14 @@ def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
     final = vocab[int(real[-1].argmax())]
     assert f"After “tired”, the model's final guess is {quote(final)}" in page_text(at)
     at.toggle(key="residual_lens_mid").set_value(False).run()
-    assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (10, 3)
+    assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (len(ENDED.split()), 3)
 
 
 def test_presenter_mode_hides_the_lens_option_and_keeps_every_figure():
     at = show(open_page("residual", presenter=1), "Logit lens")
     assert not at.exception
     assert not [t for t in at.toggle if t.key == "residual_lens_mid"]
-    assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (10, 5)
+    assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (T, 5)
 
 
 def test_a_post_norm_rms_model_shows_its_own_wiring_and_norms():

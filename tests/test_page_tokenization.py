@@ -9,7 +9,7 @@ import torch
 from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
                       show_section, type_text)
 from explorer.steps import tokenization as tk
-from explorer.app.state import View
+from explorer.app.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -50,8 +50,8 @@ def show(at, section: str):
 def test_the_sentence_is_shown_as_tokens_with_their_real_ids():
     at = open_page("tokenization")
     assert not at.exception
-    figure = figure_titled(at, "Your sentence as 10 tokens")
-    pieces = tinytales().tokenizer.pieces("the cat sat on the mat because it was tired")
+    pieces = tinytales().tokenizer.pieces(DEFAULT_SENTENCE)
+    figure = figure_titled(at, f"Your sentence as {len(pieces)} tokens")
     assert texts(figure) == [p.text for p in pieces]
     assert texts(figure, "subs") == [str(p.id) for p in pieces]
     assert texts(figure, "subs")[1] == str(tinytales().tokenizer.vocab.index("cat"))
@@ -75,18 +75,19 @@ def test_unknown_words_are_orange_and_explained():
 
 def test_word_char_and_bpe_are_compared_with_real_token_counts():
     at = show(open_page("tokenization"), "Three ways to cut")
-    sentence = "the cat sat on the mat because it was tired"
+    sentence = DEFAULT_SENTENCE
     char = CharTokenizer.from_texts([tales_text()])
-    expected = {"Word": 10, "Character": len(char.encode(sentence)), "BPE": len(tales_bpe().encode(sentence))}
+    words, chars = len(sentence.split()), len(sentence)                         # every letter and space is known
+    expected = {"Word": words, "Character": len(char.encode(sentence)), "BPE": len(tales_bpe().encode(sentence))}
     metrics = {m.label.split(" ")[0]: int(m.value) for m in at.metric}
-    assert metrics == expected and expected["Character"] == 43
+    assert metrics == expected and expected["Character"] == chars
     assert any("★" in m.label and m.label.startswith("Word") for m in at.metric)
     figure = figure_titled(at, "cut three ways")
     labels = texts(figure, "labels")
-    assert labels == ["<b>Word ★</b><br>10 tokens", "<b>Character</b><br>43 tokens",
+    assert labels == [f"<b>Word ★</b><br>{words} tokens", f"<b>Character</b><br>{chars} tokens",
                       f"<b>BPE</b><br>{expected['BPE']} tokens"]
     shown = texts(figure)
-    assert shown[10:10 + 43] == [tk.visible(c) for c in sentence]               # the character row
+    assert shown[words:words + chars] == [tk.visible(c) for c in sentence]               # the character row
     assert shown[-expected["BPE"]:] == [tk.visible(p.text) for p in tales_bpe().pieces(sentence)]
     assert "The model actually reads the **Word** tokens" in page_text(at)
 

@@ -75,7 +75,7 @@ def test_finite_weights_whose_numbers_overflow_get_a_message_too():
 def test_labels_show_what_the_model_read_and_a_known_sentence_is_offered():
     at = open_page("attention", model="roses")           # the cat sentence: every word unknown to roses
     v = at.session_state["view"]
-    assert v.tokens == ["<unk>"] * 10 and v.typed == state.DEFAULT_SENTENCE.split()
+    assert v.tokens == ["<unk>"] * len(v.typed) and v.typed == state.DEFAULT_SENTENCE.split()
     show_section(at, "attention", SECTIONS["attention"][2])
     ticks = [t for f in plotly_figures(at) for t in f["layout"].get("yaxis", {}).get("ticktext", [])]
     assert ticks and all(t.endswith("&lt;unk&gt;") for t in ticks)
@@ -159,7 +159,8 @@ def test_the_sentences_trace_downloads_as_one_file_a_notebook_opens():
     assert set(loaded.files) == set(TINY.model.trace_names) | {"_tokens", "_about"}
     for name in TINY.model.trace_names:
         np.testing.assert_array_equal(loaded[name], v.trace[name].numpy())
-    assert loaded["blocks.1.attn.pattern"].shape == (1, 4, 10, 10)
+    T = len(state.DEFAULT_SENTENCE.split())
+    assert loaded["blocks.1.attn.pattern"].shape == (1, 4, T, T)
     assert list(loaded["_tokens"]) == v.tokens and json.loads(str(loaded["_about"]))["sentence"] == v.text
     assert file_name("lab: run 1", ["<b>", "the", "cat"]) == "trace_lab__run_1_b_the_cat.npz"
     type_text(at, "")
