@@ -1,0 +1,177 @@
+"""Lessons: an ordered list of views a teacher walks a class through, each with a note and maybe a question.
+
+A lesson is a small JSON file (download, upload, a ready one in lessons/), read with `json` only and checked
+field by field like a checkpoint: a file that is not a lesson gets a clear message, never a traceback.
+
+    {"title": "Attention in ten minutes",
+     "steps": [{"page": "attention", "tab": "who-looks",
+                "view": {"model": "tinytales", "text": "the cat sat on the mat because", "layer": 1, "head": 2},
+                "note": "Ask: which word does 'because' look at?",
+                "question": {"kind": "next-word", "prompt": "Which word will the model write next?"}}]}
+
+A step names a place the way the registry does (page slug, tab name, the page's own fields by name), so a moved
+tab changes one line of explorer/registry.py, not every lesson. A question's answer is never written in the file:
+it is computed from the model when the step is shown (`next_word_question`), so it is true of the model in use.
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import Bundle
+
+from explorer.registry import BY_SLUG
+from explorer.view import MAX_CHARS
+
+READY = Path(__file__).resolve().parents[1] / "lessons"       # the lessons that ship with the app
+MAX_BYTES = 64_000
+MAX_STEPS = 60
+VIEW_FIELDS = {"model": str, "text": str, "layer": int, "head": int, "token": int}
+QUESTION_KINDS = ("next-word",)
+OPTIONS = 4                       # a next-word question offers the model's four likeliest words
+
+
+class LessonError(ValueError):
+    """A file that is not a lesson this app can open; the message says what is wrong, for a teacher."""
+
+
+@dataclass(frozen=True)
+class Question:
+    kind: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    page: str                                        # a page's slug (explorer/registry.py)
+    tab: str | None = None                           # the tab's name on that page
+    view: dict = field(default_factory=dict)         # model, text, layer, head, token (checked as a link's are)
+    fields: dict = field(default_factory=dict)       # the page's own view fields by name, e.g. {"what-if": "mask"}
+    note: str = ""                                   # for the teacher
+    question: Question | None = None
+
+    def query(self) -> dict[str, str]:
+        """The step as a link's URL parameters (model, text, layer, head, token and the tab's label)."""
+        params = {key: str(value) for key, value in self.view.items()}
+        if self.tab:
+            params["section"] = BY_SLUG[self.page].tab(self.tab)
+        return params
+
+    def state(self) -> dict[str, object]:
+        """The page's own fields as session keys and values."""
+        page = BY_SLUG[self.page]
+        return {page.field(name): value for name, value in self.fields.items()}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    title: str
+    steps: tuple[LessonStep, ...]
+
+    def to_json(self) -> str:
+        steps = []
+        for s in self.steps:
+            step = {"page": s.page}
+            if s.tab:
+                step["tab"] = s.tab
+            for key in ("view", "fields"):
+                if getattr(s, key):
+                    step[key] = dict(getattr(s, key))
+            if s.note:
+                step["note"] = s.note
+            if s.question:
+                step["question"] = {"kind": s.question.kind, "prompt": s.question.prompt}
+            steps.append(step)
+        return json.dumps({"title": self.title, "steps": steps}, ensure_ascii=False, indent=1)
+
+
+def _text(value, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise LessonError(f"{what} should be text.")
+    if len(value) > limit:
+        raise LessonError(f"{what} is longer than {limit:,} characters.")
+    return value
+
+
+def _step(raw, n: int) -> LessonStep:
+    where = f"Step {n}"
+    if not isinstance(raw, dict):
+        raise LessonError(f"{where} should be an object with a page, and maybe a tab, view, note and question.")
+    unknown = set(raw) - {"page", "tab", "view", "fields", "note", "question"}
+    if unknown:
+        raise LessonError(f"{where} has fields a lesson does not use: {', '.join(sorted(map(str, unknown)))}.")
+    page = BY_SLUG.get(raw.get("page")) if isinstance(raw.get("page"), str) else None
+    if page is None:
+        raise LessonError(f"{where} names no page of this app (pages: {', '.join(BY_SLUG)}).")
+    tab = raw.get("tab")
+    if tab is not None and (not isinstance(tab, str) or tab not in dict(page.tabs)):
+        raise LessonError(f"{where}: the {page.slug} page has no tab {str(tab)[:40]!r} "
+                          f"(tabs: {', '.join(dict(page.tabs)) or 'none'}).")
+    view = raw.get("view", {})
+    if not isinstance(view, dict):
+        raise LessonError(f"{where}: its view should be an object (model, text, layer, head, token).")
+    for key, value in view.items():
+        kind = VIEW_FIELDS.get(key)
+        if kind is None:
+            raise LessonError(f"{where}: a view has no field {str(key)[:40]!r} (fields: {', '.join(VIEW_FIELDS)}).")
+        if kind is int and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000):
+            raise LessonError(f"{where}: {key} should be a whole number from 0.")
+        if kind is str:
+            _text(value, f"{where}'s {key}", MAX_CHARS)
+    fields = raw.get("fields", {})
+    if not isinstance(fields, dict) or any(name not in dict(page.fields) for name in fields):
+        raise LessonError(f"{where}: the {page.slug} page's fields are {', '.join(dict(page.fields)) or 'none'}.")
+    for name, value in fields.items():
+        if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > 200:
+            raise LessonError(f"{where}: the field {name} should be short text or a number.")
+    question = raw.get("question")
+    if question is not None:
+        if not isinstance(question, dict) or question.get("kind") not in QUESTION_KINDS:
+            raise LessonError(f"{where}: a question needs a kind, one of {', '.join(QUESTION_KINDS)}.")
+        question = Question(kind=question["kind"], prompt=_text(question.get("prompt", ""), f"{where}'s question", 300)
+                            or "Which word will the model write next?")
+    return LessonStep(page=page.slug, tab=tab, view=dict(view), fields=dict(fields),
+                      note=_text(raw.get("note", ""), f"{where}'s note", 1000), question=question)
+
+
+def parse(data: bytes | str) -> Lesson:
+    """A lesson from a file's bytes, checked field by field; LessonError says what is wrong."""
+    if len(data) > MAX_BYTES:
+        raise LessonError(f"This file is larger than a lesson can be ({MAX_BYTES // 1000} KB).")
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise LessonError("This file is not a lesson: it is not JSON text.") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+        raise LessonError("This file is not a lesson: it needs a title and a list of steps.")
+    if not 1 <= len(raw["steps"]) <= MAX_STEPS:
+        raise LessonError(f"A lesson has 1 to {MAX_STEPS} steps; this one has {len(raw['steps'])}.")
+    title = _text(raw.get("title", ""), "The title", 120).strip() or "Untitled lesson"
+    return Lesson(title=title, steps=tuple(_step(s, n) for n, s in enumerate(raw["steps"], 1)))
+
+
+def ready_lessons() -> dict[str, Lesson]:
+    """The lessons that ship with the app, by file name (without .json), in file-name order."""
+    return {path.stem: parse(path.read_bytes()) for path in sorted(READY.glob("*.json"))}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as the class sees it, and the model's answer with its numbers (for the reveal)."""
+    prompt: str
+    options: tuple[str, ...]          # the class picks one (alphabetical: the order gives nothing away)
+    answer: str                       # the model's top guess, one of options
+    probabilities: dict[str, float]   # each option's probability
+
+
+def next_word_question(bundle: Bundle, ids: list[int], position: int, prompt: str) -> Asked:
+    """The model's OPTIONS likeliest next tokens after `position` as options, and its top guess as the answer."""
+    with torch.no_grad():
+        logits = bundle.model.run(ids, names=["logits"])["logits"][0, position]      # (V,)
+    probs = torch.softmax(logits.double(), -1)
+    top = probs.topk(min(OPTIONS, probs.numel()))
+    vocab = bundle.tokenizer.vocab
+    words = [vocab[int(i)] for i in top.indices]
+    return Asked(prompt=prompt, options=tuple(sorted(words)), answer=words[0],
+                 probabilities={w: float(p) for w, p in zip(words, top.values)})
