@@ -4,11 +4,12 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from explorer.app import classroom
 from explorer.app.lab import pause_all
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
 from explorer.app.state import current_view
-from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
+from explorer.registry import CLASS, DISCOVER, ENCODER_DECODER, LAB, STEPS
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
@@ -27,9 +28,15 @@ def as_page(step):
 
 page = st.navigation({"Walk-through": [as_page(s) for s in STEPS],
                       "Encoder-decoder": [as_page(ENCODER_DECODER)], "Discover": [as_page(DISCOVER)],
-                      "Lab": [as_page(LAB)]})
+                      "Lab": [as_page(LAB)], "Class": [as_page(CLASS)]})
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
-st.session_state["view"] = current_view()         # pages read it with explorer.app.state.view()
+classroom.rejoin_from_url(st.query_params)        # a reloaded student finds their seat again
+classroom.follow()                                # a student follows the teacher's step
+classroom.apply_pending()                         # a lesson's step to show: its view, before the sidebar
+classroom.switch_if_moved(page.url_path)          # ... on its own page
+st.session_state["view"] = view = current_view()  # pages read it with explorer.app.state.view()
+st.query_params.update(classroom.url_params())    # a student's URL keeps their class and seat
+classroom.class_box(view.name, view.text)         # the class's box: the teacher's controls or a student's
 page.run()

@@ -84,7 +84,9 @@ ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-deco
                        tabs=(("cross", "Cross-attention"), ("encoder", "Encoder self-attention"),
                              ("decoder", "Decoder self-attention"), ("decoding", "Decoding step by step"),
                              ("what-if", "What if?")))
-BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]}
+CLASS = Page("class", "Class", "pages/class.py", ":material/groups:",
+              "Lessons: walk one alone, or lead a class that follows on every student's screen and answers live.")
+BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB, CLASS]}
 
 
 def neighbours(slug: str) -> tuple[Page | None, Page | None]:

@@ -1,0 +1,349 @@
+"""A live class in the app: the teacher's controls and each student's follow box, at the top of every page.
+
+The class itself lives in the store (explorer/classroom/store.py), one per server (`st.cache_resource`). A session
+knows its part in session state: the class code, its role (teacher, student or alone with a lesson), the teacher
+key (the teacher's session only, never in a URL) or the student's seat (in the student's URL, so a reload finds
+them again). A small fragment polls the store every POLL_SECONDS; when the teacher moves, a following student's app
+opens the same view: the fragment asks for a full run, which sets the view before the sidebar is drawn and switches
+to the step's page.
+"""
+import json
+import secrets
+from urllib.parse import urlsplit
+
+import pandas as pd
+import streamlit as st
+
+from model.inputs import prepare_text
+
+from explorer.classroom import open_store
+from explorer.classroom.store import TooMany, WrongKey, normalise_code
+from explorer.lessons import Asked, Lesson, LessonStep, next_word_question, parse
+from explorer.registry import BY_SLUG
+from explorer.view import escape, model_key, quote
+
+from .state import READ_LIMIT, apply_view, get_bundle
+
+POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
+ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
+LESSON = "_class_lesson"            # the lesson as JSON (a student reads it from the store)
+PENDING, GO = "_class_pending", "_class_go"
+FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its toggle (a page switch may drop
+                                                            # a widget's state; the plain key keeps the choice)
+
+
+@st.cache_resource
+def store():
+    """The server's class store: Redis when CLASS_STORE_URL is set, else this process's memory."""
+    return open_store()
+
+
+def role() -> str | None:
+    return st.session_state.get(ROLE)
+
+
+def lesson() -> Lesson | None:
+    """The lesson this session walks or teaches."""
+    raw = st.session_state.get(LESSON)
+    return None if raw is None else parse(raw)
+
+
+def parse_stored(raw: dict) -> Lesson:
+    """A lesson as the store keeps it (checked again: a store is shared)."""
+    return parse(json.dumps(raw))
+
+
+# --- moving to a step: set the view before the sidebar is drawn, then open the step's page -----------------------
+
+
+def go_to(step: LessonStep, index: int) -> None:
+    """Ask the next full run to show `step` (call from a callback or a fragment, then rerun)."""
+    st.session_state[PENDING] = (index, step)
+
+
+def follow() -> None:
+    """At the top of a run: a following student whose teacher moved gets the class's step as the pending one."""
+    if role() != "student" or not st.session_state.get(FOLLOW, True):
+        return
+    state = store().state(st.session_state.get(CODE, ""))
+    if state is not None and st.session_state.get(STEP) != state.step:
+        go_to(parse_stored(state.lesson).steps[state.step], state.step)
+
+
+def apply_pending() -> None:
+    """At the top of a run, before the sidebar: set the pending step's view (streamlit_app.py calls this)."""
+    pending = st.session_state.pop(PENDING, None)
+    if pending is None:
+        return
+    index, step = pending
+    st.session_state[STEP] = index
+    view = step.view
+    apply_view(model=view.get("model"), text=view.get("text"), layer=view.get("layer"), head=view.get("head"),
+               token=view.get("token"), sections={step.page: BY_SLUG[step.page].tab(step.tab)} if step.tab else None)
+    for key, value in step.state().items():
+        st.session_state[key] = value
+    st.session_state[GO] = BY_SLUG[step.page].file
+
+
+def switch_if_moved(current_page: str) -> None:
+    """After st.navigation: open the step's page if a move asked for another page than this one."""
+    file = st.session_state.pop(GO, None)
+    if file and file != BY_SLUG.get(current_page, BY_SLUG["home"]).file:
+        st.switch_page(file)
+
+
+# --- starting, joining, leaving (callbacks from the class page) --------------------------------------------------
+
+
+def start(lesson_json: str, teach: bool) -> None:
+    """Start a class on this lesson (teach) or walk it alone; either way open its first step."""
+    lesson_ = parse(lesson_json)
+    st.session_state[LESSON] = lesson_json
+    if teach:
+        code, key = store().open_class(json_of(lesson_))
+        st.session_state.update({ROLE: "teacher", CODE: code, KEY: key})
+    else:
+        st.session_state.update({ROLE: "alone"})
+    go_to(lesson_.steps[0], 0)
+
+
+def json_of(lesson_: Lesson) -> dict:
+    return json.loads(lesson_.to_json())
+
+
+def join(code: str, name: str) -> None:
+    """Join class `code` as a student (a callback); a message in session state says why not."""
+    code = normalise_code(code)
+    seat = st.session_state.get(SEAT) or secrets.token_urlsafe(9)
+    try:
+        joined = store().join(code, seat, name)
+    except TooMany as problem:
+        st.session_state["_class_problem"] = str(problem)
+        return
+    if not joined:
+        st.session_state["_class_problem"] = (f"There is no class with the code {code or '(empty)'}: check the "
+                                              "code on the board (classes end after a few idle hours).")
+        return
+    st.session_state.pop("_class_problem", None)
+    st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True})
+    state = store().state(code)
+    go_to(parse_stored(state.lesson).steps[state.step], state.step)
+
+
+def join_from_page() -> None:
+    """The class page's Join button."""
+    join(st.session_state.get("class_join_code", ""), st.session_state.get("class_join_name", ""))
+
+
+def join_link(code: str) -> str:
+    """The link a student opens to join class `code` (the class page with the code filled in)."""
+    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
+    return f"{url.scheme}://{url.netloc}/class?join={code}"
+
+
+def end() -> None:
+    """The teacher ends the class (a callback): it is gone from the store for everyone."""
+    try:
+        store().close(st.session_state[CODE], st.session_state[KEY])
+    except WrongKey:
+        pass
+    leave()
+
+
+def leave() -> None:
+    for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, "_class_problem"):
+        st.session_state.pop(key, None)
+
+
+def rejoin_from_url(query) -> None:
+    """A reloaded student's URL (join= and seat=) finds their seat again; join= alone fills in the code."""
+    if role() is not None or "join" not in query:
+        return
+    code = normalise_code(query["join"])
+    if "seat" in query and store().state(code) is not None:
+        st.session_state[SEAT] = str(query["seat"])[:40]
+        join(code, "")
+    else:
+        st.session_state["class_join_code"] = code
+
+
+def url_params() -> dict[str, str]:
+    """What a student's URL keeps (never the teacher key)."""
+    if role() == "student":
+        return {"join": st.session_state[CODE], "seat": st.session_state[SEAT]}
+    return {}
+
+
+# --- the question of a step ----------------------------------------------------------------------------------
+
+
+@st.cache_resource(max_entries=64)
+def _asked(key: str, ids: tuple, position: int, prompt: str, _bundle) -> Asked:
+    return next_word_question(_bundle, list(ids), position, prompt)
+
+
+def asked(step: LessonStep, name: str, text: str) -> Asked | None:
+    """The step's question as the class sees it, answered by the step's model (None: no question, or no model)."""
+    if step.question is None:
+        return None
+    name, text = step.view.get("model", name), step.view.get("text", text)
+    try:
+        bundle = get_bundle(name)
+        cfg = bundle.model.cfg
+        ids = prepare_text(bundle.tokenizer, text, min(cfg.max_len, READ_LIMIT), context=cfg.max_len).ids
+    except (KeyError, ValueError, OSError):
+        return None
+    position = min(int(step.view.get("token", len(ids) - 1)), len(ids) - 1)
+    return _asked(model_key(name, bundle.model), tuple(ids), position, step.question.prompt, bundle)
+
+
+def percent(p: float) -> str:
+    """A probability as a percentage a class can read: '99.9%', '0.1%', '< 0.1%' (never a bare 0)."""
+    return f"{p:.1%}" if p >= 0.0005 else "< 0.1%"
+
+
+def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
+    return pd.DataFrame({"answer": list(asked_.options), "students": [counts.get(o, 0) for o in asked_.options]})
+
+
+# --- the class box ---------------------------------------------------------------------------------------------
+
+
+def class_box(name: str, text: str) -> None:
+    """The class box at the top of every page, for a session in a class or walking a lesson (in the main area, not
+    the sidebar: a phone hides its sidebar, and a projector shows the tally)."""
+    if role() is None:
+        return
+    with st.container(border=True, key="class_box"):
+        _box(name, text)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _box(name: str, text: str) -> None:
+    if role() not in ("teacher", "student", "alone"):
+        return
+    if role() == "alone":
+        _alone()
+        return
+    code = st.session_state[CODE]
+    state = store().state(code)
+    if state is None:
+        st.warning(f"The class {code} has ended or its code expired.", icon=":material/event_busy:")
+        st.button("Leave the class", key="class_leave", on_click=leave)
+        return
+    lesson_ = parse_stored(state.lesson)
+    step = lesson_.steps[state.step]
+    if role() == "teacher":
+        _teacher(code, lesson_, state, step, name, text)
+    else:
+        _student(code, lesson_, state, step, name, text)
+
+
+def _move(index: int) -> None:
+    lesson_ = lesson()
+    index = max(0, min(index, len(lesson_.steps) - 1))
+    if role() == "teacher":
+        store().move(st.session_state[CODE], st.session_state[KEY], index)
+    go_to(lesson_.steps[index], index)
+
+
+def _alone() -> None:
+    lesson_ = lesson()
+    index = st.session_state.get(STEP, 0)
+    st.markdown(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}")
+    step = lesson_.steps[index]
+    if step.note:
+        st.caption(escape(step.note))
+    _step_buttons(index, len(lesson_.steps))
+    st.button("Stop the lesson", key="class_leave", on_click=leave, icon=":material/close:")
+
+
+def _step_buttons(index: int, count: int) -> None:
+    left, right = st.columns(2)
+    left.button("Previous", key="class_previous", on_click=_move, args=(index - 1,), disabled=index == 0,
+                icon=":material/arrow_back:", width="stretch")
+    right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
+                 icon=":material/arrow_forward:", width="stretch", type="primary")
+    if st.session_state.get(PENDING):
+        st.rerun(scope="app")
+
+
+def _teacher(code, lesson_, state, step, name, text) -> None:
+    s = store()
+    st.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")
+    if step.note:
+        st.caption(escape(step.note))
+    _step_buttons(state.step, len(lesson_.steps))
+    present = s.present(code)
+    asked_ = asked(step, name, text)
+    if asked_ is None:
+        st.caption(f"{present} student{'s' * (present != 1)} present.")
+        return
+    counts = s.tally(code, state.step)
+    answered = sum(counts.values())
+    st.markdown(f"**{answered} of {present}** present have answered: {escape(asked_.prompt)}")
+    st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True, height=180)
+    if state.is_revealed:
+        st.markdown(f"The model's answer: {quote(asked_.answer)} "
+                    f"({asked_.probabilities[asked_.answer]:.0%})")
+    else:
+        st.button("Reveal the answer", key="class_reveal", on_click=_reveal, args=(state.step,),
+                  icon=":material/visibility:")
+
+
+def _reveal(index: int) -> None:
+    try:
+        store().reveal(st.session_state[CODE], st.session_state[KEY], index)
+    except WrongKey as problem:
+        st.session_state["_class_problem"] = str(problem)
+
+
+def _student(code, lesson_, state, step, name, text) -> None:
+    s = store()
+    seat = st.session_state[SEAT]
+    s.seen(code, seat)
+    st.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")
+    st.session_state[FOLLOW_TOGGLE] = following = st.session_state.get(FOLLOW, True)
+    st.toggle("Follow the teacher", key=FOLLOW_TOGGLE, on_change=_keep_follow,
+              help="On: your screen shows what the teacher shows. Off: explore on your own.")
+    if following and st.session_state.get(STEP) != state.step:
+        st.rerun(scope="app")              # the teacher moved: the full run follows (see `follow`)
+    here = st.session_state.get("_page") or "home"
+    if st.session_state.get(STEP) != state.step or not following or here != step.page:
+        st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),
+                  icon=":material/groups:")
+    asked_ = asked(step, name, text)
+    if asked_ is None:
+        return
+    mine = s.my_answer(code, seat, state.step)
+    if not state.is_revealed:
+        choice = st.radio(asked_.prompt, asked_.options, key=f"class_answer_{state.step}",
+                          index=asked_.options.index(mine) if mine in asked_.options else None)
+        st.button("Send my answer", key="class_send", on_click=_answer, args=(code, seat, state.step, choice),
+                  disabled=choice is None, icon=":material/send:")
+        if mine is not None:
+            st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
+        return
+    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({asked_.probabilities[asked_.answer]:.0%}).  \n"
+                + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
+                   if mine is not None else "You did not answer this one."))
+    st.dataframe(pd.DataFrame({"word": list(asked_.probabilities), "the model's probability":
+                               [percent(p) for p in asked_.probabilities.values()]}), hide_index=True)
+
+
+def _keep_follow() -> None:
+    st.session_state[FOLLOW] = st.session_state[FOLLOW_TOGGLE]
+
+
+def _back(step: LessonStep, index: int) -> None:
+    st.session_state[FOLLOW] = True
+    go_to(step, index)
+
+
+def _answer(code: str, seat: str, index: int, choice: str | None) -> None:
+    if choice is None:
+        return
+    try:
+        store().answer(code, seat, index, choice)
+    except TooMany as problem:
+        st.session_state["_class_problem"] = str(problem)

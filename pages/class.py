@@ -1,0 +1,88 @@
+"""Class: walk a lesson alone, lead a class (a join code, a link and a QR code), or join one as a student."""
+import io
+
+import segno
+import streamlit as st
+
+from explorer import lessons as L
+from explorer.app import classroom as C
+from explorer.app.layout import explanation, page_header
+from explorer.app.state import view
+from explorer.view import escape
+
+v = view()
+page_header("class", v)
+explanation(v, """\
+A **lesson** is a list of views (a page with its model, sentence, layer, head, token and tab), each with a note
+for the teacher and sometimes a question whose answer the model gives. **Walk it alone** with Next and Previous,
+or **lead a class**: students join with a short code on their own screens, follow your Next and Previous within
+about a second, answer the questions, and see the model's answer when you reveal it. Nobody needs an account;
+names are optional.""", title="How a class works")
+
+if st.session_state.get("_class_problem"):
+    st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
+
+role = C.role()
+if role == "teacher":
+    code = st.session_state[C.CODE]
+    link = C.join_link(code)
+    st.subheader("Your class is open")
+    left, right = st.columns([3, 2]) if not v.presenter else (st.container(), st.container())
+    with left:
+        st.markdown("Students open the app and join with this code:")
+        st.markdown(f"# {code}")                      # letters and digits only (store.CODE_ALPHABET)
+        st.markdown("or with this link:")
+        st.code(link, language=None, wrap_lines=True)
+    buffer = io.BytesIO()
+    segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
+    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=420 if v.presenter else 260)
+    store = C.store()
+    names = store.names(code)
+    st.markdown(f"**{store.present(code)}** students present" + (": " + ", ".join(escape(n) for n in names)
+                                                                if names else "."))
+    st.caption("Move the class with Next and Previous in the sidebar, on any page. Keep this browser tab open: "
+               "the teacher key lives only in it.")
+    st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
+elif role == "student":
+    st.success(f"You are in class {st.session_state[C.CODE]}. The class box in the sidebar follows the teacher.",
+               icon=":material/groups:")
+    st.button("Leave the class", key="class_leave_page", on_click=C.leave, icon=":material/logout:")
+elif role == "alone":
+    st.info("You are walking a lesson: Next and Previous are in the sidebar.", icon=":material/school:")
+    st.button("Stop the lesson", key="class_stop_page", on_click=C.leave, icon=":material/close:")
+else:
+    # in presenter mode (a teacher at the projector) leading comes first, one box above the other
+    join, lead = st.columns(2) if not v.presenter else reversed((st.container(), st.container()))
+    with join.container(border=True):
+        st.subheader("Join a class")
+        code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
+        name = st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
+                             help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
+        st.button("Join", key="class_join", on_click=C.join_from_page, type="primary", icon=":material/login:",
+                  disabled=not code.strip())
+    with lead.container(border=True):
+        st.subheader("Lead or walk a lesson")
+        ready = L.ready_lessons()
+        choice = st.selectbox("Lesson", [*ready, "upload"], key="class_lesson",
+                              format_func=lambda k: ready[k].title if k in ready else "Upload a lesson file ...")
+        chosen = None
+        if choice == "upload":
+            upload = st.file_uploader("Lesson file (.json)", type=["json"], key="class_upload")
+            if upload is not None:
+                try:
+                    chosen = L.parse(upload.getvalue())
+                except L.LessonError as problem:
+                    st.error(escape(str(problem)), icon=":material/error:")
+        else:
+            chosen = ready[choice]
+        if chosen is not None:
+            st.markdown(f"**{escape(chosen.title)}**: {len(chosen.steps)} steps, "
+                        f"{sum(s.question is not None for s in chosen.steps)} with a question.")
+            a, b = st.columns(2)
+            a.button("Start a class", key="class_start", on_click=C.start, args=(chosen.to_json(), True),
+                     type="primary", icon=":material/co_present:")
+            b.button("Walk it alone", key="class_alone", on_click=C.start, args=(chosen.to_json(), False),
+                     icon=":material/school:")
+            st.download_button("Download this lesson", chosen.to_json(), file_name="lesson.json",
+                               mime="application/json", key="class_download", icon=":material/download:",
+                               on_click="ignore")

@@ -1,0 +1,149 @@
+"""A live class in AppTest: a teacher and several students in one process share the server's class store."""
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from conftest import APP, page_text
+from explorer import lessons as L
+from explorer.app import classroom as C
+from explorer.classroom.store import WrongKey
+from explorer.registry import BY_SLUG
+from model.checkpoint import load_bundled
+
+LESSON = L.ready_lessons()["attention-in-ten-minutes"]
+QUESTION = next(n for n, s in enumerate(LESSON.steps) if s.question)
+
+
+def class_page(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    return at.switch_page(BY_SLUG["class"].file).run()
+
+
+def on_page(at: AppTest) -> str:
+    return at.session_state["_page"] or "home"          # the default page has an empty path
+
+
+def teacher() -> AppTest:
+    at = class_page()
+    at.selectbox(key="class_lesson").set_value("attention-in-ten-minutes").run()
+    at.button(key="class_start").click().run()
+    assert not at.exception and at.session_state[C.ROLE] == "teacher"
+    return at
+
+
+def student(code: str, name: str = "") -> AppTest:
+    at = class_page(join=code)
+    assert at.text_input(key="class_join_code").value == code        # the link fills in the code
+    at.text_input(key="class_join_name").set_value(name).run()
+    at.button(key="class_join").click().run()
+    return at
+
+
+def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous():
+    t = teacher()
+    code = t.session_state[C.CODE]
+    assert on_page(t) == LESSON.steps[0].page
+    students = [student(code, name) for name in ("Ada", "<b>Bob</b>", "")]
+    for s in students:
+        assert not s.exception and s.session_state[C.ROLE] == "student" and on_page(s) == LESSON.steps[0].page
+        assert s.query_params["join"] == code and s.query_params["seat"]          # a reload finds the seat
+        assert C.KEY not in s.session_state                                          # no teacher key
+    assert C.store().names(code) == ["<b>Bob</b>", "Ada"] and C.store().present(code) == 3
+    t.button(key="class_next").click().run()
+    step = LESSON.steps[1]
+    assert on_page(t) == step.page and t.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
+    for s in students:
+        s.run()                                                    # the student's poll
+        assert on_page(s) == step.page and s.session_state["text"] == step.view["text"]
+        assert s.session_state["layer"] == step.view["layer"] and s.session_state["head"] == step.view["head"]
+        assert s.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
+    t.button(key="class_previous").click().run()
+    students[0].run()
+    assert C.store().state(code).step == 0 and on_page(students[0]) == LESSON.steps[0].page
+
+
+def test_a_student_explores_alone_and_comes_back_with_one_click():
+    t = teacher()
+    code = t.session_state[C.CODE]
+    s = student(code)
+    s.toggle(key=C.FOLLOW_TOGGLE).set_value(False).run()
+    t.button(key="class_next").click().run()
+    s.run()
+    assert s.session_state[C.STEP] == 0 and C.store().state(code).step == 1        # not following: stays
+    assert s.session_state["text"] == LESSON.steps[0].view["text"]
+    s.button(key="class_back").click().run()
+    assert on_page(s) == LESSON.steps[1].page and s.toggle(key=C.FOLLOW_TOGGLE).value
+
+
+def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each_guess():
+    t = teacher()
+    code = t.session_state[C.CODE]
+    students = [student(code, f"s{i}") for i in range(3)]
+    for _ in range(QUESTION):
+        t.button(key="class_next").click().run()
+    step = LESSON.steps[QUESTION]
+    bundle = load_bundled(step.view["model"])
+    ids = bundle.tokenizer.encode(step.view["text"])
+    probs = torch.softmax(bundle.model.run(ids)["logits"][0, step.view["token"]].double(), -1)
+    answer = bundle.tokenizer.vocab[int(probs.argmax())]
+    options = sorted(bundle.tokenizer.vocab[int(i)] for i in probs.topk(L.OPTIONS).indices)
+    guesses = [answer, options[0] if options[0] != answer else options[1], answer]
+    for s, guess in zip(students, guesses):
+        s.run()
+        radio = s.radio(key=f"class_answer_{QUESTION}")
+        assert list(radio.options) == options
+        radio.set_value(guess).run()
+        s.button(key="class_send").click().run()
+        assert "You can change it until the teacher reveals" in page_text(s)
+    t.run()
+    assert any(m.startswith("**3 of 3** present have answered") for m in t.markdown.values), t.markdown.values
+    assert C.store().tally(code, QUESTION) == {answer: 2, guesses[1]: 1}
+    t.button(key="class_reveal").click().run()
+    assert f"The model's answer: “{answer}”" in page_text(t)
+    for s, guess in zip(students, guesses):
+        s.run()
+        text = page_text(s)
+        assert f"The model's answer:** “{answer}” ({float(probs.max()):.0%})" in text
+        assert f"Your guess:** “{guess}”" in text and (("right!" in text) == (guess == answer))
+        assert not [r for r in s.radio if r.key == f"class_answer_{QUESTION}"]      # answers closed
+    assert not C.store().answer(code, students[0].session_state[C.SEAT], QUESTION, guesses[1])
+
+
+def test_a_student_cannot_move_the_class_and_a_bad_code_gets_a_clear_message():
+    t = teacher()
+    code = t.session_state[C.CODE]
+    s = student(code)
+    assert not [b for b in s.button if b.key in ("class_next", "class_previous", "class_reveal")]
+    with pytest.raises(WrongKey):
+        C.store().move(code, s.session_state[C.SEAT], 2)
+    assert C.store().state(code).step == 0
+    lost = student("NOPE42")
+    assert lost.session_state.get(C.ROLE) is None
+    assert "There is no class with the code NOPE42" in page_text(lost)
+
+
+def test_a_reloaded_student_finds_their_seat_and_answer_again():
+    t = teacher()
+    code = t.session_state[C.CODE]
+    s = student(code, "Ada")
+    seat = s.session_state[C.SEAT]
+    again = class_page(join=code, seat=seat)                     # the same URL in a new session
+    assert again.session_state[C.ROLE] == "student" and again.session_state[C.SEAT] == seat
+    assert C.store().names(code) == ["Ada"]
+
+
+def test_alone_a_student_walks_a_lesson_with_next_and_previous():
+    at = class_page()
+    at.selectbox(key="class_lesson").set_value("from-words-to-a-forecast").run()
+    at.button(key="class_alone").click().run()
+    lesson = L.ready_lessons()["from-words-to-a-forecast"]
+    for n, step in enumerate(lesson.steps):
+        assert not at.exception and on_page(at) == step.page, n
+        assert f"step {n + 1} of {len(lesson.steps)}" in page_text(at)
+        if n + 1 < len(lesson.steps):
+            at.button(key="class_next").click().run()
+    at.button(key="class_leave").click().run()
+    assert at.session_state.get(C.ROLE) is None
