@@ -1,0 +1,159 @@
+"""Step 8, why this prediction: direct logit attribution, contribution routes and activation patching."""
+import streamlit as st
+
+from model.attribution import routes
+from model.inputs import prepare_text
+
+from explorer import memo
+from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
+                                 sections, step_nav, token_picker)
+from explorer.app.state import READ_LIMIT, apply_view, view
+from explorer.plot import labels, token_label
+from explorer.registry import BY_SLUG
+from explorer.steps import why as Y
+
+TYPED = -1                                    # "another word": the option that opens a text box
+GO = "_why_go"                                # the page to open on the next run (st.switch_page not in a callback)
+
+if st.session_state.get(GO):
+    st.switch_page(st.session_state.pop(GO))
+
+v = view()
+page_header("why", v)
+explanation(v, Y.EXPLANATION)
+trace = require_trace(v, "why")
+model, vocab = v.bundle.model, v.bundle.tokenizer.vocab
+
+
+def word_of(i: int) -> str:
+    return "another word …" if i == TYPED else Y.visible(vocab[i])
+
+
+def chosen_token(options: list[int], key: str, label: str, where, fallback: int | None, allow_none: bool = False):
+    """A token picked among `options`, or typed; a word the model cannot score gets a message and `fallback`."""
+    if st.session_state.get(key) not in options:
+        st.session_state.pop(key, None)
+    choice = where.selectbox(label, options, key=key,
+                             format_func=lambda i: "nothing (one token)" if i is None else word_of(i))
+    if choice != TYPED:
+        return choice
+    typed = where.text_input("Word", key=f"{key}_word", max_chars=60, placeholder="type a word")
+    if not typed.strip():
+        return fallback
+    try:
+        return Y.target_token(v.bundle.tokenizer, typed)
+    except ValueError as problem:
+        where.warning(f"{problem} Showing {quote(vocab[fallback])} instead." if fallback is not None else str(problem),
+                      icon=":material/info:")
+        return fallback
+
+
+pick, first, second = st.columns(3)
+position = token_picker(v, pick, label="Explain the forecast after token")
+tops = Y.favourites(trace, position)
+target = chosen_token([*tops, TYPED], "why_target", "Token to explain", first, tops[0])
+others = [t for t in tops if t != target]
+other = chosen_token([None, *others, TYPED], "why_other", "… rather than", second, None)
+if other == target:
+    other = None
+
+attribution_tab, routes_tab, patching_tab = sections("why")
+after = quote(v.tokens[position])
+
+if attribution_tab.open:
+    with attribution_tab:
+        try:
+            result = Y.attribution(v, trace, position, target, other)
+        except ValueError as problem:                      # a post-norm model: the parts do not add up
+            st.info(str(problem), icon=":material/info:")
+        else:
+            st.markdown(Y.attribution_story(v, trace, result, target))
+            title = f"Why “{token_label(vocab[target])}” after “{token_label(v.tokens[position])}”"
+            chart(Y.contribution_figure(result, result.column(target), title, "total = the model's logit",
+                                        v.presenter), key="why_attribution")
+            if other is not None:
+                st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
+                st.markdown(Y.rather_story(v, result, target, other))
+                chart(Y.contribution_figure(result, result.difference(target, other),
+                                            f"“{token_label(vocab[target])}” minus “{token_label(vocab[other])}”",
+                                            "total = the difference", v.presenter), key="why_rather")
+            st.subheader("One head")
+            left, right, _ = st.columns([1, 1, 2])
+            layer, head = layer_picker(v, left), head_picker(v, right)
+            st.markdown(Y.head_story(v, trace, result, layer, head, target))
+            if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
+                         key="why_open_head"):
+                apply_view(layer=layer, head=head, token=position,
+                           sections={"attention": BY_SLUG["attention"].tab("who-looks")})
+                st.session_state[GO] = BY_SLUG["attention"].file
+                st.rerun()
+            table = Y.attribution_table(v, result, target, other)
+            with st.expander("Every part as a table", icon=":material/table:"):
+                st.dataframe(table, hide_index=True)
+                st.download_button("Download the table (CSV)", table.to_csv(index=False), "attribution.csv",
+                                   "text/csv", key="why_attribution_csv", icon=":material/download:",
+                                   on_click="ignore")
+
+if routes_tab.open:
+    with routes_tab:
+        threshold = st.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
+                              help="Only contributions at least this large (as a share of what they add to) are drawn.")
+        try:
+            edges = routes(model, trace, position, threshold)
+        except ValueError as problem:
+            st.info(str(problem), icon=":material/info:")
+        else:
+            st.markdown(Y.routes_story(v, edges, position))
+            chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes")
+            nodes = Y.route_nodes(edges)
+            if nodes:
+                index = st.selectbox("What did this update write?", range(len(nodes)), key="why_node",
+                                     format_func=lambda i: Y.node_label(v, nodes[i]),
+                                     help="The update a head or MLP added to the stream at one node of the routes.")
+                node = nodes[min(index, len(nodes) - 1)]
+                table = Y.node_table(v, trace, node, position)
+                st.markdown(Y.node_story(v, node, table))
+                st.dataframe(table, hide_index=True, column_config={
+                    "by": st.column_config.NumberColumn(format="%+.3f"),
+                    "by ": st.column_config.NumberColumn(format="%+.3f")})
+
+if patching_tab.open:
+    with patching_tab:
+        suggestion = Y.suggested_corruption(v)
+        text = st.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
+                             max_chars=400, placeholder=suggestion or "the sentence with one word changed",
+                             help="Change one word. The page puts pieces of your sentence's run into the run of "
+                                  "this one and measures how much of your sentence's answer comes back.")
+        if suggestion and not text.strip():
+            st.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
+                      on_click=lambda: st.session_state.update(why_corrupted=suggestion))
+        if text.strip():
+            corrupted = prepare_text(v.bundle.tokenizer, text, min(model.cfg.max_len, READ_LIMIT))
+            if corrupted.unknown:
+                st.warning(corrupted.unknown_notice(), icon=":material/info:")
+            progress = st.progress(0.0, text="Patching ...")
+            try:
+                result = memo.per_input(Y.patching, v, tuple(v.ids), tuple(corrupted.ids), position,
+                                        progress=lambda done, total: progress.progress(
+                                            done / total, text=f"Patched run {done:,} of {total:,}"))
+            except ValueError as problem:
+                progress.empty()
+                st.info(str(problem)[0].upper() + str(problem)[1:] + ".", icon=":material/info:")
+            else:
+                progress.empty()
+                tokens = [vocab[i] for i in corrupted.ids]
+                st.markdown(Y.pair_story(v, result, tokens))
+                chart(Y.resid_figure(v, result, v.presenter), key="why_resid")
+                st.markdown(Y.resid_story(v, result))
+                chart(Y.heads_figure(result, v.presenter), key="why_heads")
+                st.markdown(Y.heads_story(result))
+                csv = st.columns(2)
+                csv[0].download_button("Download the stream grid (CSV)", Y.grid_csv(result.resid, labels(v.tokens)),
+                                       "patching_stream.csv", "text/csv", key="why_resid_csv",
+                                       icon=":material/download:", on_click="ignore")
+                csv[1].download_button("Download the head grid (CSV)",
+                                       Y.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
+                                       "patching_heads.csv", "text/csv", key="why_heads_csv",
+                                       icon=":material/download:", on_click="ignore")
+
+step_nav("why")
