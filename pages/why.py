@@ -123,7 +123,9 @@ if patching_tab.open:
         text = st.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
                              max_chars=400, placeholder=suggestion or "the sentence with one word changed",
                              help="Change one word. The page puts pieces of your sentence's run into the run of "
-                                  "this one and measures how much of your sentence's answer comes back.")
+                                  "this one and measures how much of your sentence's answer comes back: the token "
+                                  "to explain, against the one chosen beside it (or else the changed sentence's "
+                                  "favourite).")
         if suggestion and not text.strip():
             st.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
                       on_click=lambda: st.session_state.update(why_corrupted=suggestion))
@@ -133,7 +135,7 @@ if patching_tab.open:
                 st.warning(corrupted.unknown_notice(), icon=":material/info:")
             progress = st.progress(0.0, text="Patching ...")
             try:
-                result = memo.per_input(Y.patching, v, tuple(v.ids), tuple(corrupted.ids), position,
+                result = memo.per_input(Y.patching, v, tuple(v.ids), tuple(corrupted.ids), position, target, other,
                                         progress=lambda done, total: progress.progress(
                                             done / total, text=f"Patched run {done:,} of {total:,}"))
             except ValueError as problem:

@@ -90,13 +90,22 @@ def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers(
     at.button(key="why_suggest").click().run()
     assert not at.exception
     assert at.text_input(key="why_corrupted").value == "the dog sat on the mat because it was tired"
-    pair = P.make_pair(TINY.model, IDS, TINY.tokenizer.encode(at.text_input(key="why_corrupted").value), 7)
+    corrupted = TINY.tokenizer.encode(at.text_input(key="why_corrupted").value)
+    favourite = int(TRACE["logits"][0, 7].argmax())
+    pair = P.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite)
     z = np.asarray(decode(figure_titled(at, "stream entering each layer")["data"][0]["z"]), dtype=float)
     assert np.allclose(z, P.resid_pre_grid(TINY.model, pair).numpy(), atol=1e-4)
     heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
     assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
     assert "“cat” → “dog” (position 1)" in page_text(at)
     assert len(at.get("download_button")) >= 2
+    # the token to explain and the one beside it are what patching compares
+    second = TRACE["logits"][0, 7].topk(3).indices.tolist()[2]
+    at.selectbox(key="why_other").set_value(second).run()
+    pair = P.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite, other=second)
+    heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
+    assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
+    assert f"compare “{VOCAB[favourite]}” with “{VOCAB[second]}”" in page_text(at)
 
 
 @pytest.mark.parametrize("second, message", [

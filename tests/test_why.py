@@ -179,6 +179,8 @@ def test_the_patching_stories_state_the_grids_numbers():
     corrupted = tok.encode("the dog sat on the mat because it was tired")
     seen = []
     result = Y.patching(model, view.ids, tuple(corrupted), 7, progress=lambda d, t: seen.append((d, t)))
+    chosen = Y.patching(model, view.ids, tuple(corrupted), 7, answer=5, other=9)
+    assert (chosen.pair.answer, chosen.pair.other) == (5, 9)
     L, T, H = model.cfg.n_layers, len(view.ids), model.cfg.n_heads
     assert seen[-1] == (L * T + L * H, L * T + L * H) and len(seen) == 2 * L
     pair = P.make_pair(model, list(view.ids), corrupted, 7)

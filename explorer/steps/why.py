@@ -348,9 +348,11 @@ class Patching:
     heads: torch.Tensor            # (L, H)
 
 
-def patching(model, clean: tuple[int, ...], corrupted: tuple[int, ...], position: int, progress=None) -> Patching:
-    """Both grids for a sentence pair (model/patching.py); `progress(done, total)` follows the patched runs."""
-    pair = P.make_pair(model, list(clean), list(corrupted), position)
+def patching(model, clean: tuple[int, ...], corrupted: tuple[int, ...], position: int, answer: int | None = None,
+             other: int | None = None, progress=None) -> Patching:
+    """Both grids for a sentence pair (model/patching.py), comparing `answer` with `other` (by default the clean
+    run's favourite with the corrupted run's); `progress(done, total)` follows the patched runs."""
+    pair = P.make_pair(model, list(clean), list(corrupted), position, answer, other)
     L, T, H = model.cfg.n_layers, len(clean), model.cfg.n_heads
     total = L * T + L * H
 
