@@ -51,6 +51,24 @@ def _forward(model: nn.Module, tokens: torch.Tensor, rec: Recorder, position: in
     return x[:, position] @ model.unembed.weight[targets].T                                # (N, n)
 
 
+def _forward_from(model: nn.Module, stream: torch.Tensor, first: int, rec: Recorder, position: int,
+                  targets: list[int]) -> torch.Tensor:
+    """The same, starting at block `first` from the stream entering it (N, T, D): a patch in block `first` or
+    later leaves every block before it as in the unpatched run, so those need not run again."""
+    mask = causal_mask(stream.shape[1], stream.device)                                     # (T, T)
+    x = stream
+    for block in model.blocks[first:]:
+        x = block(x, rec, mask=mask)                                                       # (N, T, D)
+    x = rec("final.norm", model.final_norm(x))                                             # (N, T, D)
+    return x[:, position] @ model.unembed.weight[targets].T                                # (N, n)
+
+
+def first_block(name: str) -> int | None:
+    """The block a trace name belongs to ("blocks.3.attn.z" -> 3); None for the embeddings and the end."""
+    parts = name.split(".")
+    return int(parts[1]) if parts[0] == "blocks" else None
+
+
 def _replace(rows: list[tuple[int, tuple]], clean: torch.Tensor):
     """An edit putting clean values (1, ...) back: in batch row r, at index i, for each (r, i) of `rows`."""
     def edit(x: torch.Tensor) -> torch.Tensor:                                             # x: (N, ...)
@@ -64,7 +82,8 @@ def _replace(rows: list[tuple[int, tuple]], clean: torch.Tensor):
 def run_patched(model: nn.Module, corrupted, clean: Trace, patches: Sequence[Patch], position: int,
                 targets: Sequence[int], batch: int = 32, progress: Progress | None = None) -> torch.Tensor:
     """The corrupted run once per patch, each with its patch applied; the logits (N, n) of `targets` at
-    `position`. `batch` patched runs go through the model together (one batch row each)."""
+    `position`. `batch` patched runs go through the model together (one batch row each), from the first block a
+    patch of the batch touches (the blocks before it are the corrupted run's, computed once)."""
     _decoder_only(model)
     tokens = check_tokens(corrupted, model.cfg)                                            # (1, T)
     names = set(model.trace_names)
@@ -72,14 +91,21 @@ def run_patched(model: nn.Module, corrupted, clean: Trace, patches: Sequence[Pat
     if unknown:
         raise ValueError(f"cannot patch {', '.join(unknown)}: not a name in this model's trace")
     targets = [int(t) for t in targets]
+    entering = model.run(tokens, names=[f"blocks.{i}.resid_pre" for i in range(model.cfg.n_layers)])
     out = []
     for start in range(0, len(patches), batch):
         chunk = patches[start:start + batch]
         rows: dict[str, list[tuple[int, tuple]]] = {}
         for row, patch in enumerate(chunk):
             rows.setdefault(patch.name, []).append((row, tuple(patch.index)))
-        edits = {name: _replace(where, clean[name]) for name, where in rows.items()}
-        out.append(_forward(model, tokens.expand(len(chunk), -1), Recorder(edits), position, targets))
+        edits = Recorder({name: _replace(where, clean[name]) for name, where in rows.items()})
+        blocks = [first_block(p.name) for p in chunk]
+        if None in blocks:                        # an embedding is patched: the whole model runs
+            out.append(_forward(model, tokens.expand(len(chunk), -1), edits, position, targets))
+        else:                                     # the blocks before the first patched one ran already
+            first = min(blocks)
+            stream = entering[f"blocks.{first}.resid_pre"].expand(len(chunk), -1, -1)      # (N, T, D)
+            out.append(_forward_from(model, stream, first, edits, position, targets))
         if progress is not None:
             progress(start + len(chunk), len(patches))
     return torch.cat(out) if out else torch.zeros(0, len(targets))

@@ -151,3 +151,18 @@ def test_other_bad_input_is_refused(tinytales):
     seq2seq = load_bundled("sort").model
     with pytest.raises(ValueError, match="decoder-only"):
         P.make_pair(seq2seq, [4, 5], [5, 4])
+
+
+def test_an_embedding_patch_runs_the_whole_model_and_a_later_block_starts_where_it_is_patched(tinytales):
+    model = tinytales.model
+    pair = pair_of(tinytales, position=-1)
+    clean = P.clean_values(model, pair, ["embed.tok", "blocks.1.attn.z"])
+    logits = P.run_patched(model, list(pair.corrupted), clean,
+                           [P.Patch("embed.tok", (1,)), P.Patch("embed.tok", (2,)), P.Patch("blocks.1.attn.z", (0,))],
+                           pair.position, [pair.answer, pair.other])
+    restored = pair.restored(logits[:, 0] - logits[:, 1])
+    assert restored[0].item() == pytest.approx(1.0, abs=1e-3)       # the changed token's embedding: the clean run
+    assert restored[1].item() == pytest.approx(0.0, abs=1e-3)       # an unchanged token's: nothing
+    expected = pair.restored(torch.tensor(manual_diff(model, pair, "blocks.1.attn.z", (0,))))
+    assert restored[2].item() == pytest.approx(expected.item(), abs=1e-3)
+    assert P.first_block("blocks.11.attn.z") == 11 and P.first_block("embed.pos") is None
