@@ -141,3 +141,52 @@ def test_the_prediction_and_attention_pages_link_here():
         show_section(at, "attention", BY_SLUG["attention"].tab(tab))
         labels = [link.proto.label for link in at.get("page_link")]
         assert "See layer 0 head 0's contribution to the prediction" in labels, tab
+
+
+# --- GPT-2's shape (12 layers, 12 heads, 50,257 tokens) with random weights, from a prepared hub cache ---------
+
+@pytest.fixture(scope="module")
+def gpt2_cache(tmp_path_factory):
+    from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
+    from model.hub import GPT2
+    root = tmp_path_factory.mktemp("gpt2")
+    cache = root / "hub"
+    copy_into_hub_cache(gpt2_shaped_dir(root / "files", d_model=48), cache, GPT2)
+    return cache
+
+
+@pytest.fixture
+def gpt2(gpt2_cache, monkeypatch):
+    from explorer.app import models
+    from model import hub
+    from model.pretrained import load_pretrained
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", gpt2_cache)
+    return load_pretrained(hub.cached(hub.GPT2, gpt2_cache))
+
+
+def test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids(gpt2):
+    text = "The cat sat on the mat because it"
+    at = open_page("why", model="gpt2", text=text)
+    assert not at.exception and at.selectbox(key="model").value == "gpt2"
+    ids = gpt2.tokenizer.encode(text)
+    trace = gpt2.model.run(ids)
+    last = len(ids) - 1
+    names, values = bars(at, "Why “")
+    favourite = int(trace["logits"][0, last].argmax())
+    assert values[-1] == pytest.approx(float(trace["logits"][0, last, favourite]), abs=1e-3)
+    assert names[-2] == f"the other {2 + 12 * 12 + 12 + 2 - Y.BARS} parts"        # 160 parts, 14 drawn one by one
+    at.selectbox(key="why_target").set_value(-1).run()
+    at.text_input(key="why_target_word").set_value("dog").run()              # " dog", one GPT-2 token
+    assert not at.exception
+    dog = gpt2.tokenizer.encode(" dog")[0]
+    assert bars(at, "Why “")[1][-1] == pytest.approx(float(trace["logits"][0, last, dog]), abs=1e-3)
+    show_section(at, "why", SECTIONS[1])
+    assert not at.exception and figure_titled(at, "Routes into the prediction")
+    show_section(at, "why", SECTIONS[2])
+    at.text_input(key="why_corrupted").set_value("The dog sat on the mat because it").run()
+    assert not at.exception
+    z = np.asarray(decode(figure_titled(at, "stream entering each layer")["data"][0]["z"]), dtype=float)
+    assert z.shape == (12, len(ids))
+    pair = P.make_pair(gpt2.model, ids, gpt2.tokenizer.encode("The dog sat on the mat because it"), last, answer=dog)
+    assert np.allclose(z, P.resid_pre_grid(gpt2.model, pair).numpy(), atol=1e-3)

@@ -54,11 +54,11 @@ RESIDUAL, HEAD_EDGE, MLP_EDGE = "#888888", "#0077BB", "#EE7733"
 
 def target_token(tokenizer: Tokenizer, word: str) -> int:
     """The id of a typed word, when it is one token of the model's vocabulary (for GPT-2's BPE, " word" is
-    tried too: a word inside a sentence starts with its space); otherwise a ValueError in words."""
+    tried first: a word inside a sentence starts with its space); otherwise a ValueError in words."""
     word = word.strip()
     if not word:
         raise ValueError("Type a word to explain.")
-    for text in (word, " " + word) if tokenizer.unk_id is None else (word,):
+    for text in (" " + word, word) if tokenizer.unk_id is None else (word,):
         ids = tokenizer.encode(text)
         if len(ids) == 1 and ids[0] != tokenizer.unk_id:
             return ids[0]
