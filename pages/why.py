@@ -49,7 +49,7 @@ def chosen_token(options: list[int], key: str, label: str, where, fallback: int 
 
 
 pick, first, second = st.columns(3)
-position = token_picker(v, pick, label="Explain the forecast after token")
+position = token_picker(v, pick, label="After token" if v.presenter else "Explain the forecast after token")
 tops = Y.favourites(trace, position)
 target = chosen_token([*tops, TYPED], "why_target", "Token to explain", first, tops[0])
 others = [t for t in tops if t != target]
@@ -67,10 +67,11 @@ if attribution_tab.open:
         except ValueError as problem:                      # a post-norm model: the parts do not add up
             st.info(str(problem), icon=":material/info:")
         else:
-            st.markdown(Y.attribution_story(v, trace, result, target))
+            story = st.container()             # above the chart; on a projector under it, so the chart comes first
             title = f"Why “{token_label(vocab[target])}” after “{token_label(v.tokens[position])}”"
             chart(Y.contribution_figure(result, result.column(target), title, "total = the model's logit",
                                         v.presenter), key="why_attribution")
+            (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
             if other is not None:
                 st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
                 st.markdown(Y.rather_story(v, result, target, other))
@@ -97,14 +98,16 @@ if attribution_tab.open:
 if routes_tab.open:
     with routes_tab:
         threshold = st.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
-                              help="Only contributions at least this large (as a share of what they add to) are drawn.")
+                              help="Only contributions at least this large (as a share of the state they build) are drawn. "
+                                   "llm-transparency-tool starts at 0.04; a tiny model's routes show from 0.02.")
         try:
             edges = routes(model, trace, position, threshold)
         except ValueError as problem:
             st.info(str(problem), icon=":material/info:")
         else:
-            st.markdown(Y.routes_story(v, edges, position))
+            story = st.container()
             chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes")
+            (st if v.presenter else story).markdown(Y.routes_story(v, edges, position))
             nodes = Y.route_nodes(edges)
             if nodes:
                 index = st.selectbox("What did this update write?", range(len(nodes)), key="why_node",

@@ -75,12 +75,12 @@ def test_a_typed_word_is_explained_and_an_unknown_one_gets_a_message():
 def test_the_routes_tab_draws_the_kept_edges_and_opens_a_node():
     at = open_page("why")
     show_section(at, "why", SECTIONS[1])
-    at.slider(key="why_threshold").set_value(0.02).run()
+    at.slider(key="why_threshold").set_value(0.03).run()
     assert not at.exception
     figure = figure_titled(at, "Routes into the prediction")
     lines = [t for t in figure["data"] if t.get("mode") == "lines"]
     from model.attribution import routes
-    assert len(lines) == len(routes(TINY.model, TRACE, LAST, 0.02))
+    assert len(lines) == len(routes(TINY.model, TRACE, LAST, 0.03))
     assert "pushes" in page_text(at) and at.dataframe
 
 
@@ -93,7 +93,7 @@ def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers(
     corrupted = TINY.tokenizer.encode(at.text_input(key="why_corrupted").value)
     favourite = int(TRACE["logits"][0, 7].argmax())
     pair = P.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite)
-    z = np.asarray(decode(figure_titled(at, "stream entering each layer")["data"][0]["z"]), dtype=float)
+    z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
     assert np.allclose(z, P.resid_pre_grid(TINY.model, pair).numpy(), atol=1e-4)
     heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
     assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
@@ -186,7 +186,7 @@ def test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids(gpt2):
     show_section(at, "why", SECTIONS[2])
     at.text_input(key="why_corrupted").set_value("The dog sat on the mat because it").run()
     assert not at.exception
-    z = np.asarray(decode(figure_titled(at, "stream entering each layer")["data"][0]["z"]), dtype=float)
+    z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
     assert z.shape == (12, len(ids))
     pair = P.make_pair(gpt2.model, ids, gpt2.tokenizer.encode("The dog sat on the mat because it"), last, answer=dog)
     assert np.allclose(z, P.resid_pre_grid(gpt2.model, pair).numpy(), atol=1e-3)

@@ -22,7 +22,7 @@ from explorer.view import View, quote
 SECTIONS = BY_SLUG["why"].labels                 # the tabs, named in explorer/registry.py
 TOP_TARGETS = 5                                   # the favourites offered as the token to explain
 BARS = 14                                         # parts drawn one by one; the rest share one bar
-ROUTE_THRESHOLD = 0.04                            # llm-transparency-tool's default
+ROUTE_THRESHOLD = 0.02                            # llm-transparency-tool uses 0.04; a tiny model's heads are weaker
 SMALL_GAP = 0.5                                   # a logit-difference gap below this is called small
 PROMOTED = 8                                      # tokens listed as promoted and as suppressed
 PUSH, PULL, TOTAL, REST = "#CC3311", "#0077BB", "#333333", "#BBBBBB"
@@ -400,7 +400,7 @@ def heads_story(result: Patching) -> str:
 def resid_figure(view: View, result: Patching, presenter: bool = False) -> go.Figure:
     grid = result.resid
     return heatmap(grid, [f"layer {i}" for i in range(grid.shape[0])], labels(view.tokens),
-                   title="Restored by the stream entering each layer, at each position", row_title="entering",
+                   title="Restored by the stream entering a layer", row_title="entering",
                    col_title="position", value_name="restored", zmin=-1, zmax=1, text=True, presenter=presenter)
 
 
