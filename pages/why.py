@@ -5,6 +5,7 @@ from model.attribution import routes
 from model.inputs import prepare_text
 
 from explorer import memo
+from explorer.app.models import is_encoder_decoder
 from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
                                  sections, step_nav, token_picker)
 from explorer.app.state import READ_LIMIT, apply_view, view
@@ -19,10 +20,20 @@ if st.session_state.get(GO):
     st.switch_page(st.session_state.pop(GO))
 
 v = view()
-page_header("why", v)
+page_header("why", v, encoder_decoder=True)
 explanation(v, Y.EXPLANATION)
 trace = require_trace(v, "why")
 model, vocab = v.bundle.model, v.bundle.tokenizer.vocab
+decoder = is_encoder_decoder(v.bundle)          # then the decoder's forecasts are explained
+reading = Y.stream_tokens(v, trace)            # the tokens the logits are read after
+if decoder:
+    st.info(Y.decoder_note(v, trace), icon=":material/translate:")
+
+
+def sentence(problem: Exception) -> str:
+    """A refusal from the model's code as a sentence: a capital first, a full stop last."""
+    text = str(problem).strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def word_of(i: int) -> str:
@@ -49,8 +60,19 @@ def chosen_token(options: list[int], key: str, label: str, where, fallback: int 
 
 
 pick, first, second = st.columns(3)
-position = token_picker(v, pick, label="After token" if v.presenter else "Explain the forecast after token")
+if decoder:                                    # a position of what the decoder read, not of the source
+    if st.session_state.get("why_decoder_position") not in range(len(reading)):
+        st.session_state["why_decoder_position"] = 0
+    position = pick.selectbox("After target token", range(len(reading)), key="why_decoder_position",
+                              format_func=lambda i: f"{i}: {Y.visible(reading[i])}")
+else:
+    position = token_picker(v, pick, label="After token" if v.presenter else "Explain the forecast after token")
 tops = Y.favourites(trace, position)
+forecast = (v.key, v.ids, position)
+if st.session_state.get("_why_forecast") != forecast:      # another forecast: start from its favourite again
+    st.session_state["_why_forecast"] = forecast
+    for key in ("why_target", "why_other"):
+        st.session_state.pop(key, None)
 target = chosen_token([*tops, TYPED], "why_target", "Token to explain", first, tops[0])
 others = [t for t in tops if t != target]
 other = chosen_token([None, *others, TYPED], "why_other", "… rather than", second, None)
@@ -58,17 +80,16 @@ if other == target:
     other = None
 
 attribution_tab, routes_tab, patching_tab = sections("why")
-after = quote(v.tokens[position])
 
 if attribution_tab.open:
     with attribution_tab:
         try:
             result = Y.attribution(v, trace, position, target, other)
         except ValueError as problem:                      # a post-norm model: the parts do not add up
-            st.info(str(problem), icon=":material/info:")
+            st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()             # above the chart; on a projector under it, so the chart comes first
-            title = f"Why “{token_label(vocab[target])}” after “{token_label(v.tokens[position])}”"
+            title = f"Why “{token_label(vocab[target])}” after “{token_label(reading[position])}”"
             chart(Y.contribution_figure(result, result.column(target), title, "total = the model's logit",
                                         v.presenter), key="why_attribution")
             (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
@@ -78,16 +99,17 @@ if attribution_tab.open:
                 chart(Y.contribution_figure(result, result.difference(target, other),
                                             f"“{token_label(vocab[target])}” minus “{token_label(vocab[other])}”",
                                             "total = the difference", v.presenter), key="why_rather")
-            st.subheader("One head")
-            left, right, _ = st.columns([1, 1, 2])
-            layer, head = layer_picker(v, left), head_picker(v, right)
-            st.markdown(Y.head_story(v, trace, result, layer, head, target))
-            if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
-                         key="why_open_head"):
-                apply_view(layer=layer, head=head, token=position,
-                           sections={"attention": BY_SLUG["attention"].tab("who-looks")})
-                st.session_state[GO] = BY_SLUG["attention"].file
-                st.rerun()
+            if not decoder:                    # the Attention page shows a decoder-only model's heads
+                st.subheader("One head")
+                left, right, _ = st.columns([1, 1, 2])
+                layer, head = layer_picker(v, left), head_picker(v, right)
+                st.markdown(Y.head_story(v, trace, result, layer, head, target))
+                if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
+                             key="why_open_head"):
+                    apply_view(layer=layer, head=head, token=position,
+                               sections={"attention": BY_SLUG["attention"].tab("who-looks")})
+                    st.session_state[GO] = BY_SLUG["attention"].file
+                    st.rerun()
             table = Y.attribution_table(v, result, target, other)
             with st.expander("Every part as a table", icon=":material/table:"):
                 st.dataframe(table, hide_index=True)
@@ -103,7 +125,7 @@ if routes_tab.open:
         try:
             edges = routes(model, trace, position, threshold)
         except ValueError as problem:
-            st.info(str(problem), icon=":material/info:")
+            st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()
             chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes")
@@ -120,7 +142,10 @@ if routes_tab.open:
                     "by": st.column_config.NumberColumn(format="%+.3f"),
                     "by ": st.column_config.NumberColumn(format="%+.3f")})
 
-if patching_tab.open:
+if patching_tab.open and decoder:
+    patching_tab.info("Patching is drawn for decoder-only models here (tinytales, roses, GPT-2): an encoder-decoder's "
+                      "two runs would also need one source.", icon=":material/info:")
+elif patching_tab.open:
     with patching_tab:
         suggestion = Y.suggested_corruption(v)
         text = st.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
@@ -143,7 +168,7 @@ if patching_tab.open:
                                             done / total, text=f"Patched run {done:,} of {total:,}"))
             except ValueError as problem:
                 progress.empty()
-                st.info(str(problem)[0].upper() + str(problem)[1:] + ".", icon=":material/info:")
+                st.info(sentence(problem), icon=":material/info:")
             else:
                 progress.empty()
                 tokens = [vocab[i] for i in corrupted.ids]

@@ -190,3 +190,25 @@ def test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids(gpt2):
     assert z.shape == (12, len(ids))
     pair = P.make_pair(gpt2.model, ids, gpt2.tokenizer.encode("The dog sat on the mat because it"), last, answer=dog)
     assert np.allclose(z, P.resid_pre_grid(gpt2.model, pair).numpy(), atol=1e-3)
+
+
+def test_an_encoder_decoder_explains_its_decoder_with_cross_attention_heads():
+    at = open_page("why", model="sort", text="7 3 9 1 5 2")
+    assert not at.exception
+    sort = load_bundled("sort")
+    model = sort.model
+    from model.seq2seq import greedy
+    source = sort.tokenizer.encode("7 3 9 1 5 2")
+    target = [model.bos_id, *greedy(model, source)]
+    trace = model.run(source, target)
+    assert "sort is an encoder-decoder: this page explains its **decoder**, which wrote “1 2 3 5 7 9”" in page_text(at)
+    at.selectbox(key="why_decoder_position").set_value(2).run()
+    favourite = int(trace["logits"][0, 2].argmax())
+    names, values = bars(at, "Why “")
+    assert values[-1] == pytest.approx(float(trace["logits"][0, 2, favourite]), abs=1e-3)
+    assert any("cross" in name for name in names)
+    assert f"after “{sort.tokenizer.vocab[target[2]]}” (position 2)" in page_text(at)
+    for section in SECTIONS[1:]:
+        show_section(at, "why", section)
+        assert not at.exception and not plotly_figures(at)
+        assert any("decoder-only models" in i.value for i in at.info), section

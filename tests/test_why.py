@@ -12,6 +12,9 @@ from explorer.steps import why as Y
 from explorer.view import quote
 from model import attribution as A
 from model import patching as P
+from explorer.view import View
+from model.inputs import prepare_text
+from model.seq2seq import greedy
 from model.tokenizers import CharTokenizer, WordTokenizer
 
 VIEWS = ["tinytales", "roses", "word, rms, pre-norm, gelu, 1 head",
@@ -217,3 +220,31 @@ def test_a_post_norm_model_is_explained_in_words_not_split():
     with pytest.raises(ValueError, match="post-norm"):
         Y.attribution(view, view.trace, 1, 0)
     assert "char, rms, post-norm, relu, learned" in LAB
+
+
+def test_the_encoder_decoders_decoder_is_explained_after_the_tokens_it_read_and_cross_heads_name_the_source():
+    bundle = bundled("translate")
+    text = "the small red cat sees the big dog"
+    prepared = prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len)
+    model = bundle.model
+    written = greedy(model, prepared.ids)
+    view = View("translate", bundle, text, False, prepared, model.run(prepared.ids, [model.bos_id, *written]))
+    vocab = bundle.tokenizer.vocab
+    reading = Y.stream_tokens(view, view.trace)
+    assert reading == [vocab[model.bos_id], *[vocab[i] for i in written]]
+    assert f"which wrote {quote(' '.join(vocab[i] for i in written))}" in Y.decoder_note(view, view.trace)
+    for position in range(len(reading)):
+        target = Y.favourites(view.trace, position, 1)[0]
+        result = Y.attribution(view, view.trace, position, target)
+        story = Y.attribution_story(view, view.trace, result, target)
+        assert f"after {quote(reading[position])} (position {position})" in story
+        values = result.column(target)
+        heads = [i for i, p in enumerate(result.parts) if p.kind == "head"]
+        best = max(heads, key=lambda i: abs(float(values[i])))
+        part = result.parts[best]
+        sources = A.head_sources(model, view.trace, position, part.layer, part.head, target, part.attention)
+        j = int(sources.argmax()) if sources.sum() >= 0 else int(sources.argmin())
+        if part.attention == "cross_attn":                 # it read the source sentence
+            assert f"comes from {quote(view.tokens[j])} at source position {j}." in story
+        else:
+            assert f"comes from {quote(reading[j])} at position {j}." in story

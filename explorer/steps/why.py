@@ -70,6 +70,15 @@ def target_token(tokenizer: Tokenizer, word: str) -> int:
                      "Type a single token.")
 
 
+def stream_tokens(view: View, trace) -> list[str]:
+    """The tokens of the stream the logits are read from: the sentence, or for an encoder-decoder the target its
+    decoder read (<bos> first, then what it wrote)."""
+    if "target" in trace:
+        vocab = view.bundle.tokenizer.vocab
+        return [vocab[i] for i in trace["target"][0].tolist()]
+    return view.tokens
+
+
 def favourites(trace, position: int, n: int = TOP_TARGETS) -> list[int]:
     """The `n` tokens with the highest logits after `position`, best first."""
     logits = trace["logits"][0, position]
@@ -149,8 +158,9 @@ def source_story(view: View, trace, result: A.Attribution, index: int, target: i
                              part.attention or "attn", other)
     value = float(sources.sum())
     best = int(sources.argmax()) if value >= 0 else int(sources.argmin())
-    tokens = view.tokens if part.attention != "cross_attn" else None
-    where = f"{quote(tokens[best])} at position {best}" if tokens else f"source position {best}"
+    cross = part.attention == "cross_attn"                      # it read the source, not the stream's tokens
+    tokens = view.tokens if cross else stream_tokens(view, trace)
+    where = f"{quote(tokens[best])} at {'source ' if cross else ''}position {best}"
     return f"most of it ({_signed(float(sources[best]))}) comes from {where}"
 
 
@@ -162,8 +172,9 @@ def attribution_story(view: View, trace, result: A.Attribution, target: int) -> 
     logit = float(result.logits[result.targets.index(target)])
     word = quote(vocab[target])
     up, down = int(values.argmax()), int(values.argmin())
-    lines = [f"The model gives {word} a score (logit) of **{logit:.2f}** after {quote(view.tokens[result.position])} "
-             f"(position {result.position}); the {len(values)} parts below add up to it."]
+    after = quote(stream_tokens(view, trace)[result.position])
+    lines = [f"The model gives {word} a score (logit) of **{logit:.2f}** after {after} (position {result.position}); "
+             f"the {len(values)} parts below add up to it."]
     if values[up] > 0:
         lines.append(f"The biggest push up comes from **{_part_words(result.parts[up])}** "
                      f"({_signed(float(values[up]))}).")
@@ -202,6 +213,19 @@ def head_story(view: View, trace, result: A.Attribution, layer: int, head: int, 
     heads = sum(p.kind == "head" for p in result.parts)
     return (f"Layer {layer} head {head} adds {_signed(value)} to {quote(view.bundle.tokenizer.vocab[target])} "
             f"(number {rank} of {heads} heads by size); {source_story(view, trace, result, index, target)}.")
+
+
+DECODER = ("{name} is an encoder-decoder: this page explains its **decoder**, which wrote {written} for your "
+           "source. Pick a position of what it wrote; the parts are the decoder's embeddings, its self-attention "
+           "heads, its **cross-attention** heads (which read the source), its MLPs and its biases. Contribution routes "
+           "and patching are drawn for decoder-only models (tinytales, roses, GPT-2); the encoder-decoder page shows "
+           "the encoder and cross-attention themselves.")
+
+
+def decoder_note(view: View, trace) -> str:
+    """What the page explains for an encoder-decoder."""
+    written = stream_tokens(view, trace)[1:]
+    return DECODER.format(name=view.name, written=quote(" ".join(written)) if written else "nothing")
 
 
 def heads_by_size(result: A.Attribution, values: torch.Tensor) -> list[int]:
