@@ -75,11 +75,14 @@ def why(report: Report, bundle, tokens: int = 16) -> None:
         start = time.perf_counter()
         P.head_out_grid(model, pair)
         heads = time.perf_counter() - start
+        start = time.perf_counter()
+        P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair)
+        estimate = time.perf_counter() - start
     report.record("gpt2.attribution_s", t["attribution"])
     report.record("gpt2.patching_grid_s", grid)
     report.line(AREA, f"why, {tokens} tokens, 1 thread: trace {traced * 1e3:.0f} ms, attribution "
                       f"{t['attribution'] * 1e3:.0f} ms; residual patching grid {grid:.1f} s in {len(steps)} "
-                      f"progress steps, head grid {heads:.1f} s")
+                      f"progress steps, head grid {heads:.1f} s; both estimated by attribution patching {estimate:.1f} s")
 
 
 def pages(report: Report, cache: Path, reps: int = 5) -> None:

@@ -145,10 +145,11 @@ def why(report: Report) -> None:
     pair = P.make_pair(model, ids, corrupted)
     t = interleaved({"attribution": lambda: attribute(model, trace, len(ids) - 1, top),
                      "routes": lambda: routes(model, trace, len(ids) - 1),
-                     "resid": lambda: P.resid_pre_grid(model, pair), "heads": lambda: P.head_out_grid(model, pair)},
+                     "resid": lambda: P.resid_pre_grid(model, pair), "heads": lambda: P.head_out_grid(model, pair),
+                     "estimate": lambda: (P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair))},
                     reps=20, warmup=2)
     report.record("model.attribution_ms", t["attribution"] * 1e3)
     report.record("model.patching_grid_s", t["resid"])
     report.line(AREA, f"why, {len(ids)} tokens, 1 thread: attribution {t['attribution'] * 1e3:.2f} ms, routes "
                       f"{t['routes'] * 1e3:.1f} ms, residual patching grid {t['resid'] * 1e3:.0f} ms, head grid "
-                      f"{t['heads'] * 1e3:.0f} ms")
+                      f"{t['heads'] * 1e3:.0f} ms, both estimated by attribution patching {t['estimate'] * 1e3:.0f} ms")

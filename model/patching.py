@@ -210,3 +210,46 @@ def head_out_grid(model: nn.Module, pair: Pair, batch: int | None = None,
     L, H = model.cfg.n_layers, model.cfg.n_heads
     patches = [Patch(f"blocks.{layer}.attn.z", (h,)) for layer in range(L) for h in range(H)]
     return _grid(model, pair, patches, (L, H), batch or H, progress)
+
+
+# --- attribution patching: every patch of a grid estimated from one forward and one backward pass ---------------
+
+def corrupted_gradients(model: nn.Module, pair: Pair, names: Sequence[str]) -> tuple[dict, dict]:
+    """The corrupted run's values of `names` and the gradient of its logit difference with respect to each (one
+    forward pass, one backward pass). Values are held by an edit that returns them unchanged; the gradients are
+    taken with torch.autograd.grad, which never writes into the shared model's parameters' .grad."""
+    _decoder_only(model)
+    held: dict[str, torch.Tensor] = {}
+
+    def hold(name: str):
+        def edit(x: torch.Tensor) -> torch.Tensor:
+            held[name] = x
+            return x
+        return edit
+    tokens = check_tokens(list(pair.corrupted), model.cfg)
+    with torch.enable_grad():
+        logits = _forward(model, tokens, Recorder({n: hold(n) for n in names}), pair.position,
+                          [pair.answer, pair.other])                                         # (1, 2)
+        grads = torch.autograd.grad(logits[0, 0] - logits[0, 1], [held[n] for n in names])
+    return {n: held[n].detach() for n in names}, {n: g.detach() for n, g in zip(names, grads)}
+
+
+def _estimate(model: nn.Module, pair: Pair, names: list[str], reduce) -> torch.Tensor:
+    clean = clean_values(model, pair, names)
+    corrupted, grads = corrupted_gradients(model, pair, names)
+    gap = pair.clean_diff - pair.corrupted_diff
+    rows = [reduce((clean[n][0] - corrupted[n][0]).double() * grads[n][0].double()) for n in names]
+    return torch.stack(rows) / gap
+
+
+def resid_pre_estimate(model: nn.Module, pair: Pair) -> torch.Tensor:
+    """(L, T): attribution patching's estimate of `resid_pre_grid`, (clean - corrupted) . gradient at each cell,
+    as a share of the gap (Nanda 2023; Syed et al. 2023). Exact where the model is linear in that value."""
+    names = [f"blocks.{i}.resid_pre" for i in range(model.cfg.n_layers)]
+    return _estimate(model, pair, names, lambda x: x.sum(-1))                               # each (T, D) -> (T,)
+
+
+def head_out_estimate(model: nn.Module, pair: Pair) -> torch.Tensor:
+    """(L, H): attribution patching's estimate of `head_out_grid`, from each head's mixed values z."""
+    names = [f"blocks.{i}.attn.z" for i in range(model.cfg.n_layers)]
+    return _estimate(model, pair, names, lambda x: x.sum((-2, -1)))                         # each (H, T, K) -> (H,)

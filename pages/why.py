@@ -161,22 +161,44 @@ elif patching_tab.open:
             corrupted = prepare_text(v.bundle.tokenizer, text, min(model.cfg.max_len, READ_LIMIT))
             if corrupted.unknown:
                 st.warning(corrupted.unknown_notice(), icon=":material/info:")
+            compare = st.toggle("Beside it: the instant estimate (attribution patching)", key="why_estimate",
+                                help="One forward and one backward pass estimate every cell at once; the exact grid "
+                                     "runs the model once per cell.")
+            args = (tuple(v.ids), tuple(corrupted.ids), position, target, other)
+            try:
+                # the estimate first (one forward and one backward pass): on GPT-2 it is drawn while the exact
+                # grid is still being computed
+                guess = memo.per_input(Y.estimate, v, *args) if compare else None
+            except ValueError as problem:                  # the same pair problems the exact grid would meet
+                guess, refusal = None, problem
+            else:
+                refusal = None
+            story = st.container()
+            rows, words = [], []                           # in page order: stream grids, their words, head grids, ...
+            for _ in range(2):
+                rows.append(st.columns(2) if compare and not v.presenter else (st.container(), st.container()))
+                words.append(st.container())
+            if guess is not None:
+                chart(Y.estimate_figure(v, guess, "resid", v.presenter), rows[0][1], key="why_resid_estimate")
+                chart(Y.estimate_figure(v, guess, "heads", v.presenter), rows[1][1], key="why_heads_estimate")
             progress = st.progress(0.0, text="Patching ...")
             try:
-                result = memo.per_input(Y.patching, v, tuple(v.ids), tuple(corrupted.ids), position, target, other,
-                                        progress=lambda done, total: progress.progress(
-                                            done / total, text=f"Patched run {done:,} of {total:,}"))
+                if refusal is not None:
+                    raise refusal
+                result = memo.per_input(Y.patching, v, *args, progress=lambda done, total: progress.progress(
+                    done / total, text=f"Patched run {done:,} of {total:,}"))
             except ValueError as problem:
                 progress.empty()
                 st.info(sentence(problem), icon=":material/info:")
             else:
                 progress.empty()
-                tokens = [vocab[i] for i in corrupted.ids]
-                st.markdown(Y.pair_story(v, result, tokens))
-                chart(Y.resid_figure(v, result, v.presenter), key="why_resid")
-                st.markdown(Y.resid_story(v, result))
-                chart(Y.heads_figure(result, v.presenter), key="why_heads")
-                st.markdown(Y.heads_story(result))
+                story.markdown(Y.pair_story(v, result, [vocab[i] for i in corrupted.ids]))
+                chart(Y.resid_figure(v, result, v.presenter), rows[0][0], key="why_resid")
+                words[0].markdown(Y.resid_story(v, result))
+                chart(Y.heads_figure(result, v.presenter), rows[1][0], key="why_heads")
+                words[1].markdown(Y.heads_story(result))
+                if guess is not None:
+                    st.markdown(Y.agreement_story(v, result, guess))
                 csv = st.columns(2)
                 csv[0].download_button("Download the stream grid (CSV)", Y.grid_csv(result.resid, labels(v.tokens)),
                                        "patching_stream.csv", "text/csv", key="why_resid_csv",

@@ -106,6 +106,12 @@ def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers(
     heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
     assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
     assert f"compare “{VOCAB[favourite]}” with “{VOCAB[second]}”" in page_text(at)
+    # the instant estimate beside the exact grids
+    at.toggle(key="why_estimate").set_value(True).run()
+    assert not at.exception and len(plotly_figures(at)) == 4
+    estimated = np.asarray(decode(figure_titled(at, "Estimated: one head's output")["data"][0]["z"]), dtype=float)
+    assert np.allclose(estimated, P.head_out_estimate(TINY.model, pair).numpy(), atol=1e-4)
+    assert "Against the exact grids, the stream grid: correlation" in page_text(at)
 
 
 @pytest.mark.parametrize("second, message", [
@@ -119,6 +125,9 @@ def test_bad_second_sentences_get_a_message_not_a_traceback(second, message):
     assert not at.exception
     assert message in " ".join(i.value for i in at.info).lower()
     assert not plotly_figures(at)
+    at.toggle(key="why_estimate").set_value(True).run()            # the estimate refuses the pair alike
+    assert not at.exception and not plotly_figures(at)
+    assert message in " ".join(i.value for i in at.info).lower()
 
 
 def test_a_head_opens_on_the_attention_page():

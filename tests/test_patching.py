@@ -166,3 +166,34 @@ def test_an_embedding_patch_runs_the_whole_model_and_a_later_block_starts_where_
     expected = pair.restored(torch.tensor(manual_diff(model, pair, "blocks.1.attn.z", (0,))))
     assert restored[2].item() == pytest.approx(expected.item(), abs=1e-3)
     assert P.first_block("blocks.11.attn.z") == 11 and P.first_block("embed.pos") is None
+
+
+def test_attribution_patching_is_the_directional_derivative_of_the_logit_difference(tinytales):
+    import copy
+    model = copy.deepcopy(tinytales.model).double()              # float64: a finite difference can be trusted
+    tok = tinytales.tokenizer
+    pair = P.make_pair(model, tok.encode(CLEAN), tok.encode(CORRUPTED), position=7)
+    estimate = P.resid_pre_estimate(model, pair)
+    heads = P.head_out_estimate(model, pair)
+    assert estimate.shape == (2, 10) and heads.shape == (2, 4)
+    eps = 1e-6
+    for name, index, value in (("blocks.1.resid_pre", (2,), estimate[1, 2]), ("blocks.0.resid_pre", (1,), estimate[0, 1]),
+                               ("blocks.1.attn.z", (3,), heads[1, 3])):
+        clean = model.run(list(pair.clean))[name]
+        corrupted = model.run(list(pair.corrupted))[name]
+
+        def nudge(x, name=name, index=index, clean=clean, corrupted=corrupted):
+            x[0][index] = corrupted[0][index] + eps * (clean[0][index] - corrupted[0][index])
+            return x
+        logits = model.run(list(pair.corrupted), edits={name: nudge})["logits"][0, 7]
+        moved = float(logits[pair.answer] - logits[pair.other]) - pair.corrupted_diff
+        assert value.item() == pytest.approx(moved / eps / (pair.clean_diff - pair.corrupted_diff), rel=1e-4, abs=1e-6)
+
+
+def test_attribution_patching_agrees_with_the_exact_grids_and_leaves_no_gradient_behind(tinytales):
+    pair = pair_of(tinytales, position=7)
+    exact, estimate = P.head_out_grid(tinytales.model, pair), P.head_out_estimate(tinytales.model, pair)
+    assert torch.corrcoef(torch.stack([exact.flatten(), estimate.flatten()]))[0, 1] > 0.9
+    resid = P.resid_pre_estimate(tinytales.model, pair)
+    assert resid[:, 8:].abs().max() == 0 and resid[0, [0, 2, 3]].abs().max() == 0   # nothing differs there
+    assert all(p.grad is None for p in tinytales.model.parameters())

@@ -248,3 +248,22 @@ def test_the_encoder_decoders_decoder_is_explained_after_the_tokens_it_read_and_
             assert f"comes from {quote(view.tokens[j])} at source position {j}." in story
         else:
             assert f"comes from {quote(reading[j])} at position {j}." in story
+
+
+def test_the_estimate_story_states_how_well_it_agrees_with_the_exact_grids():
+    view = bundled_view("tinytales")
+    model, tok = view.bundle.model, view.bundle.tokenizer
+    corrupted = tuple(tok.encode("the dog sat on the mat because it was tired"))
+    exact = Y.patching(model, view.ids, corrupted, 7)
+    guess = Y.estimate(model, view.ids, corrupted, 7)
+    pair = exact.pair
+    assert torch.allclose(guess.resid, P.resid_pre_estimate(model, pair))
+    assert torch.allclose(guess.heads, P.head_out_estimate(model, pair))
+    story = Y.agreement_story(view, exact, guess)
+    for grid, estimated in ((exact.resid, guess.resid), (exact.heads, guess.heads)):
+        r = float(np.corrcoef(grid.flatten().numpy(), estimated.flatten().numpy())[0, 1])
+        gap = (grid - estimated).abs()
+        layer, col = divmod(int(gap.argmax()), grid.shape[1])
+        assert f"correlation {r:.2f}, largest gap {float(gap.max()):.2f}" in story
+        assert f"exact {float(grid[layer, col]):.2f}, estimate {float(estimated[layer, col]):.2f})" in story
+    assert Y.agreement(torch.ones(2, 2), torch.zeros(2, 2))[0] is None         # a constant grid: no correlation
