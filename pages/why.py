@@ -139,8 +139,8 @@ if routes_tab.open:
                 table = Y.node_table(v, trace, node, position)
                 st.markdown(Y.node_story(v, node, table))
                 st.dataframe(table, hide_index=True, column_config={
-                    "by": st.column_config.NumberColumn(format="%+.3f"),
-                    "by ": st.column_config.NumberColumn(format="%+.3f")})
+                    "up by": st.column_config.NumberColumn(format="%+.3f"),
+                    "down by": st.column_config.NumberColumn(format="%+.3f")})
 
 if patching_tab.open and decoder:
     patching_tab.info("Patching is drawn for decoder-only models here (tinytales, roses, GPT-2): an encoder-decoder's "

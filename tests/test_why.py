@@ -146,8 +146,11 @@ def test_the_routes_story_and_figure_follow_the_kept_edges():
         if e.kind == "head" and e.source != e.target:
             into[e.source] = into.get(e.source, 0) + e.weight
     best = max(into, key=into.get)
-    assert f"{len(into)} earlier tokens reach" in story
+    assert (f"{len(into)} earlier tokens reach" if len(into) > 1 else "1 earlier token reaches") in story
     assert f"{quote(view.tokens[best])} (position {best}, weights adding up to {into[best]:.2f})" in story
+    one = A.routes(view.bundle.model, view.trace, 7, 0.02)           # "it" reads one earlier token at 0.02
+    assert len({e.source for e in one if e.kind == "head" and e.source != e.target}) == 1
+    assert "Through attention heads, 1 earlier token reaches “it”" in Y.routes_story(view, one, 7)
     strict = A.routes(view.bundle.model, view.trace, 9, 0.5)
     if not any(e.kind == "head" and e.source != e.target for e in strict):
         assert "none of them brings another token in" in Y.routes_story(view, strict, 9)
@@ -163,7 +166,8 @@ def test_a_nodes_story_names_its_top_promoted_and_suppressed_tokens():
         scores = A.node_update_logits(view.bundle.model, view.trace, node.position, node.layer, node.sublayer)
         vocab = view.bundle.tokenizer.vocab
         up, down = int(scores.argmax()), int(scores.argmin())
-        assert table["by"][0] == pytest.approx(float(scores[up]))
+        assert table["up by"][0] == pytest.approx(float(scores[up]))
+        assert table["down by"][0] == pytest.approx(float(scores[down]))
         story = Y.node_story(view, node, table)
         assert f"pushes {quote(Y.visible(vocab[up]))} up most ({signed(float(scores[up]))})" in story
         assert f"{quote(Y.visible(vocab[down]))} down most ({signed(float(scores[down]))})" in story

@@ -285,7 +285,7 @@ def routes_figure(view: View, edges: list[A.Edge], position: int, threshold: flo
             what = f"head {edge.head}" if kind == "head" else name
             data.append(go.Scatter(
                 x=[start.position + shift, end.position + shift], y=[start.row, end.row], mode="lines",
-                line=dict(color=colour, width=1 + 9 * edge.weight), opacity=0.35 + 0.65 * edge.weight,
+                line=dict(color=colour, width=2 + 10 * edge.weight), opacity=0.5 + 0.5 * edge.weight,
                 name=name, legendgroup=kind, showlegend=first,
                 hovertemplate=(f"layer {edge.layer}, {safe(what)}<br>from {safe(view.tokens[edge.source])} "
                                f"(position {edge.source})<br>weight {edge.weight:.3f}<extra></extra>")))
@@ -320,8 +320,9 @@ def routes_story(view: View, edges: list[A.Edge], position: int) -> str:
                 "threshold the prediction is built from this position's own stream. Lower the threshold to see "
                 "weaker routes.")
     best = max(into, key=into.get)
-    return (f"{kept} contributions pass the threshold. Through attention heads, {len(into)} earlier "
-            f"token{'s' if len(into) > 1 else ''} reach {quote(view.tokens[position])}; the strongest is "
+    tokens = "1 earlier token reaches" if len(into) == 1 else f"{len(into)} earlier tokens reach"
+    return (f"{kept} contributions pass the threshold. Through attention heads, {tokens} "
+            f"{quote(view.tokens[position])}; the strongest is "
             f"{quote(view.tokens[best])} (position {best}, weights adding up to {into[best]:.2f}).")
 
 
@@ -331,8 +332,9 @@ def node_table(view: View, trace, node: Node, position: int, n: int = PROMOTED) 
     vocab = view.bundle.tokenizer.vocab
     up = scores.topk(n).indices.tolist()
     down = scores.topk(n, largest=False).indices.tolist()
-    return pd.DataFrame({"promotes": [visible(vocab[i]) for i in up], "by": [float(scores[i]) for i in up],
-                         "suppresses": [visible(vocab[i]) for i in down], "by ": [float(scores[i]) for i in down]})
+    return pd.DataFrame({"promotes": [visible(vocab[i]) for i in up], "up by": [float(scores[i]) for i in up],
+                         "suppresses": [visible(vocab[i]) for i in down],
+                         "down by": [float(scores[i]) for i in down]})
 
 
 def node_label(view: View, node: Node) -> str:
@@ -344,7 +346,8 @@ def node_story(view: View, node: Node, table: pd.DataFrame) -> str:
     what = "attention" if node.state == "mid" else "MLP"
     return (f"What layer {node.layer}'s {what} wrote at {quote(view.tokens[node.position])} (position "
             f"{node.position}), read directly by the unembedding: it pushes {quote(table.promotes[0])} up most "
-            f"({_signed(table['by'][0])}) and {quote(table.suppresses[0])} down most ({_signed(table['by '][0])}).")
+            f"({_signed(table['up by'][0])}) and {quote(table.suppresses[0])} down most "
+            f"({_signed(table['down by'][0])}).")
 
 
 # --- activation patching -------------------------------------------------------------------------------------
