@@ -221,3 +221,10 @@ def test_an_encoder_decoder_explains_its_decoder_with_cross_attention_heads():
         show_section(at, "why", section)
         assert not at.exception and not plotly_figures(at)
         assert any("decoder-only models" in i.value for i in at.info), section
+
+
+def test_the_big_picture_offers_the_why_page():
+    at = open_page("home")
+    links = {link.proto.label: link.proto.page for link in at.get("page_link")}
+    assert BY_SLUG["why"].title in links
+    assert BY_SLUG["why"].summary in page_text(at)
