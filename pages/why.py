@@ -9,7 +9,7 @@ from explorer.app.models import is_encoder_decoder
 from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
                                  sections, step_nav, token_picker)
 from explorer.app.state import READ_LIMIT, apply_view, view
-from explorer.plot import labels, token_label
+from explorer.plot import labels
 from explorer.registry import BY_SLUG
 from explorer.steps import why as Y
 
@@ -89,16 +89,12 @@ if attribution_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()             # above the chart; on a projector under it, so the chart comes first
-            title = f"Why “{token_label(vocab[target])}” after “{token_label(reading[position])}”"
-            chart(Y.contribution_figure(result, result.column(target), title, "total = the model's logit",
-                                        v.presenter), key="why_attribution")
+            chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution")
             (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
             if other is not None:
                 st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
                 st.markdown(Y.rather_story(v, result, target, other))
-                chart(Y.contribution_figure(result, result.difference(target, other),
-                                            f"“{token_label(vocab[target])}” minus “{token_label(vocab[other])}”",
-                                            "total = the difference", v.presenter), key="why_rather")
+                chart(memo.figure(Y.attribution_figure, v, position, target, other), key="why_rather")
             if not decoder:                    # the Attention page shows a decoder-only model's heads
                 st.subheader("One head")
                 left, right, _ = st.columns([1, 1, 2])

@@ -135,6 +135,20 @@ def contribution_figure(result: A.Attribution, values: torch.Tensor, title: str,
     return style(fig, presenter, 60 + 26 * len(names))
 
 
+def attribution_figure(view: View, trace, position: int, target: int, other: int | None = None) -> go.Figure:
+    """The bars of `target`'s logit at `position` or, with `other`, of the difference (a builder for memo.figure:
+    remembered per model, sentence and choice)."""
+    result = attribution(view, trace, position, target, other)
+    vocab, after = view.bundle.tokenizer.vocab, stream_tokens(view, trace)[position]
+    if other is None:
+        return contribution_figure(result, result.column(target),
+                                   f"Why “{token_label(vocab[target])}” after “{token_label(after)}”",
+                                   "total = the model's logit", view.presenter)
+    return contribution_figure(result, result.difference(target, other),
+                               f"“{token_label(vocab[target])}” minus “{token_label(vocab[other])}”",
+                               "total = the difference", view.presenter)
+
+
 def _signed(value: float) -> str:
     return f"{value:+.2f}".replace("-", "−")
 
