@@ -106,12 +106,14 @@ if attribution_tab.open:
                                sections={"attention": BY_SLUG["attention"].tab("who-looks")})
                     st.session_state[GO] = BY_SLUG["attention"].file
                     st.rerun()
-            table = Y.attribution_table(v, result, target, other)
-            with st.expander("Every part as a table", icon=":material/table:"):
-                st.dataframe(table, hide_index=True)
-                st.download_button("Download the table (CSV)", table.to_csv(index=False), "attribution.csv",
-                                   "text/csv", key="why_attribution_csv", icon=":material/download:",
-                                   on_click="ignore")
+            panel = st.expander("Every part as a table", icon=":material/table:", key="why_table", on_change="rerun")
+            if panel.open:                             # closed, it costs the server nothing
+                table = Y.attribution_table(v, result, target, other)
+                panel.dataframe(table, hide_index=True)
+                with panel:
+                    st.download_button("Download the table (CSV)", table.to_csv(index=False), "attribution.csv",
+                                       "text/csv", key="why_attribution_csv", icon=":material/download:",
+                                       on_click="ignore")
 
 if routes_tab.open:
     with routes_tab:

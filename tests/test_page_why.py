@@ -37,6 +37,12 @@ def test_the_attribution_bars_add_up_to_the_logit_of_the_favourite():
     assert f"a score (logit) of **{float(TRACE['logits'][0, LAST, favourite]):.2f}**" in text
     assert "Layer 0 head 0 adds" in text                        # the head picked in the sidebar state (0, 0)
     assert len(plotly_figures(at)) == 1
+    assert not at.dataframe                                      # the table's panel is closed
+    at.session_state["why_table"] = True                         # a click opens it
+    at.run()
+    [table] = at.dataframe
+    assert table.value.iloc[:, 4].sum() == pytest.approx(values[-1], abs=1e-3)
+    assert "Download the table (CSV)" in [b.proto.label for b in at.get("download_button")]
 
 
 def test_each_section_draws_only_its_charts():
