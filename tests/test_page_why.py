@@ -234,3 +234,26 @@ def test_the_big_picture_offers_the_why_page():
     links = {link.proto.label: link.proto.page for link in at.get("page_link")}
     assert BY_SLUG["why"].title in links
     assert BY_SLUG["why"].summary in page_text(at)
+
+
+def test_a_post_norm_lab_model_says_why_it_cannot_be_split_and_still_patches():
+    from claims_support import LAB, lab_bundle
+    bundle = lab_bundle(**LAB["char, rms, post-norm, relu, learned"])
+    at = open_page("home")
+    at.session_state["trained_models"] = {"lab: post-norm": bundle}      # as the lab or an upload adds one
+    at.run()
+    at.selectbox(key="model").set_value("lab: post-norm").run()
+    at.text_input(key="text").set_value("roses are red").run()
+    at.switch_page("pages/why.py").run()
+    assert not at.exception
+    assert any("post-norm" in i.value for i in at.info) and not plotly_figures(at)
+    show_section(at, "why", SECTIONS[1])
+    assert not at.exception and any("post-norm" in i.value for i in at.info)
+    show_section(at, "why", SECTIONS[2])
+    at.text_input(key="why_corrupted").set_value("roses are bed").run()
+    assert not at.exception
+    ids = bundle.tokenizer.encode("roses are red")
+    pair = P.make_pair(bundle.model, ids, bundle.tokenizer.encode("roses are bed"), len(ids) - 1,
+                       answer=int(bundle.model.run(ids)["logits"][0, -1].argmax()))
+    z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
+    assert np.allclose(z, P.resid_pre_grid(bundle.model, pair).numpy(), atol=1e-3)
