@@ -230,17 +230,28 @@ def proximity(total: torch.Tensor, parts: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def layer_edges(model: nn.Module, trace: Trace, layer: int, position: int) -> list[Edge]:
-    """Every edge into position `position` of block `layer`, weighted; a decoder-only block (self-attention)."""
+def values_out(model: nn.Module, trace: Trace, layer: int) -> torch.Tensor:
+    """Each head's value at each source through its slice of W_O (H, T, D): what a head writes per unit of
+    attention to that source (shared by every query position of the layer)."""
+    s = stream_of(model)
+    v = trace[f"{s.prefix}blocks.{layer}.attn.v"][0].double()                                # (H, T, K)
+    W = _head_weights(s.blocks[layer].attn, model.cfg.n_heads).double()                     # (H, K, D)
+    return torch.einsum("htk,hkd->htd", v, W)                                               # (H, T, D)
+
+
+@torch.no_grad()
+def layer_edges(model: nn.Module, trace: Trace, layer: int, position: int,
+                written: torch.Tensor | None = None) -> list[Edge]:
+    """Every edge into position `position` of block `layer`, weighted; a decoder-only block (self-attention).
+    `written` is `values_out` of the layer, when the caller already has it."""
     s = stream_of(model)
     name, H = f"{s.prefix}blocks.{layer}", model.cfg.n_heads
     block = s.blocks[layer]
     T = trace[f"{name}.resid_pre"].shape[1]
     # 1) attention: resid_mid = resid_pre + sum over heads and sources of pattern * v W_O + b_O
     pattern = trace[f"{name}.attn.pattern"][0, :, position].double()                       # (H, T)
-    v = trace[f"{name}.attn.v"][0].double()                                                 # (H, T, K)
-    W = _head_weights(block.attn, H).double()                                               # (H, K, D)
-    per_source = pattern[..., None] * torch.einsum("htk,hkd->htd", v, W)                   # (H, T, D)
+    written = values_out(model, trace, layer) if written is None else written                # (H, T, D)
+    per_source = pattern[..., None] * written                                               # (H, T, D)
     resid = trace[f"{name}.resid_pre"][0, position].double()                                # (D,)
     parts = torch.cat([resid[None], per_source.reshape(H * T, -1), block.attn.W_o.bias.double()[None]])
     weights = proximity(trace[f"{name}.resid_mid"][0, position].double(), parts)           # (1 + H*T + 1,)
@@ -270,8 +281,9 @@ def routes(model: nn.Module, trace: Trace, position: int, threshold: float = 0.0
     kept: list[Edge] = []
     for layer in reversed(range(len(s.blocks))):
         into_pre = set()
+        written = values_out(model, trace, layer)                                           # (H, T, D)
         for p in sorted(reached):
-            edges = layer_edges(model, trace, layer, p)
+            edges = layer_edges(model, trace, layer, p, written)
             post = [e for e in edges if e.into == "post" and e.weight >= threshold]
             kept.extend(post)
             if post:                       # the stream after attention is on a route (the MLP reads it too)
