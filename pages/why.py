@@ -40,7 +40,7 @@ def word_of(i: int) -> str:
     return "another word …" if i == TYPED else Y.visible(vocab[i])
 
 
-def chosen_token(options: list[int], key: str, label: str, where, fallback: int | None, allow_none: bool = False):
+def chosen_token(options: list, key: str, label: str, where, fallback: int | None):
     """A token picked among `options`, or typed; a word the model cannot score gets a message and `fallback`."""
     if st.session_state.get(key) not in options:
         st.session_state.pop(key, None)
