@@ -45,9 +45,44 @@ def run(report: Report, visitors: int = 10, d_model: int = 768) -> None:
         report.line(AREA, f"{params / 1e6:.0f}M parameters loaded from the disk cache in {loaded:.1f} s")
         report.line(AREA, f"trace, 32 tokens, 1 thread: run() {t['run'] * 1e3:.0f} ms vs forward "
                           f"{t['forward'] * 1e3:.0f} ms = {ratio:.2f}x")
+        why(report, bundle)
         del bundle, model
         pages(report, cache)
         server(report, cache, visitors)
+
+
+def why(report: Report, bundle, tokens: int = 16) -> None:
+    """The why page on GPT-2 at `tokens` tokens, 1 thread: attribution from the trace, and the full residual
+    patching grid (12 layers x `tokens` positions, one forward pass of `tokens` rows per layer) and head grid."""
+    from model import patching as P
+    from model.attribution import attribute
+
+    model = bundle.model
+    ids = bundle.tokenizer.encode(SENTENCE)[:tokens]
+    corrupted = list(ids)
+    corrupted[3] = (corrupted[3] + 1) % VOCAB
+    with torch_threads(1):
+        start = time.perf_counter()
+        trace = model.run(ids)
+        traced = time.perf_counter() - start
+        top = trace["logits"][0, -1].topk(2).indices.tolist()
+        t = interleaved({"attribution": lambda: attribute(model, trace, tokens - 1, top)}, reps=5, warmup=1)
+        pair = P.make_pair(model, ids, corrupted)
+        steps = []
+        start = time.perf_counter()
+        P.resid_pre_grid(model, pair, progress=lambda done, total: steps.append(done))
+        grid = time.perf_counter() - start
+        start = time.perf_counter()
+        P.head_out_grid(model, pair)
+        heads = time.perf_counter() - start
+        start = time.perf_counter()
+        P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair)
+        estimate = time.perf_counter() - start
+    report.record("gpt2.attribution_s", t["attribution"])
+    report.record("gpt2.patching_grid_s", grid)
+    report.line(AREA, f"why, {tokens} tokens, 1 thread: trace {traced * 1e3:.0f} ms, attribution "
+                      f"{t['attribution'] * 1e3:.0f} ms; residual patching grid {grid:.1f} s in {len(steps)} "
+                      f"progress steps, head grid {heads:.1f} s; both estimated by attribution patching {estimate:.1f} s")
 
 
 def pages(report: Report, cache: Path, reps: int = 5) -> None:

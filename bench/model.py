@@ -1,6 +1,6 @@
 """The model core: the full trace against a plain forward pass, the trainers against plain PyTorch loops,
-and the roses preset trained to a low loss. Computed with torch's default thread count, but for the
-encoder-decoder's trainer: one thread, as the lab trains it on the server."""
+the roses preset trained to a low loss, and the why page's attribution and patching grid. Computed with torch's
+default thread count, but for the encoder-decoder's trainer and the why page: one thread, as on the server."""
 import time
 from dataclasses import replace
 
@@ -20,6 +20,7 @@ def run(report: Report) -> None:
         trainer(report)
     with torch_threads(1):
         pair_trainer(report)
+        why(report)
 
 
 def trace(report: Report) -> None:
@@ -124,3 +125,31 @@ def pair_trainer(report: Report, steps_per_call: int = 10) -> None:
     ratio = report.record("model.pair_trainer_ratio", rate["trainer"] / rate["plain"])
     report.line(AREA, f"encoder-decoder: PairTrainer.step {rate['trainer']:.0f} steps/s vs plain teacher-forcing "
                       f"loop {rate['plain']:.0f} steps/s = {ratio:.2f}x (1 thread)")
+
+
+def why(report: Report) -> None:
+    """The why page's numbers for tinytales at 32 tokens: attribution from the cached trace, routes, and the
+    residual and head patching grids of a pair that differs in one token."""
+    from model import corpora
+    from model import patching as P
+    from model.attribution import attribute, routes
+    from model.checkpoint import load_bundled
+
+    bundle = load_bundled("tinytales")
+    model = bundle.model
+    ids = bundle.tokenizer.encode(corpora.tiny_tales(20, seed=123))[:32]
+    trace = model.run(ids)
+    top = trace["logits"][0, -1].topk(2).indices.tolist()
+    corrupted = list(ids)
+    corrupted[1] = next(t for t in range(4, model.cfg.vocab_size) if t != ids[1])
+    pair = P.make_pair(model, ids, corrupted)
+    t = interleaved({"attribution": lambda: attribute(model, trace, len(ids) - 1, top),
+                     "routes": lambda: routes(model, trace, len(ids) - 1),
+                     "resid": lambda: P.resid_pre_grid(model, pair), "heads": lambda: P.head_out_grid(model, pair),
+                     "estimate": lambda: (P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair))},
+                    reps=20, warmup=2)
+    report.record("model.attribution_ms", t["attribution"] * 1e3)
+    report.record("model.patching_grid_s", t["resid"])
+    report.line(AREA, f"why, {len(ids)} tokens, 1 thread: attribution {t['attribution'] * 1e3:.2f} ms, routes "
+                      f"{t['routes'] * 1e3:.1f} ms, residual patching grid {t['resid'] * 1e3:.0f} ms, head grid "
+                      f"{t['heads'] * 1e3:.0f} ms, both estimated by attribution patching {t['estimate'] * 1e3:.0f} ms")

@@ -48,6 +48,10 @@ TARGETS = [
     Target("model.roses_s", "roses preset to validation loss 0.05", 20, AT_MOST, "s"),
     Target("model.pair_trainer_ratio", "PairTrainer.step vs a plain teacher-forcing loop (sort, same batch)",
            0.9, AT_LEAST, "x"),
+    Target("model.attribution_ms", "direct logit attribution from the trace, tinytales, 32 tokens, 1 thread", 50,
+           AT_MOST, "ms"),
+    Target("model.patching_grid_s", "residual patching grid (2 layers x 32 positions), tinytales, 1 thread", 0.5,
+           AT_MOST, "s"),
     # pages: server-side script runs in AppTest (bench/pages.py)
     Target("pages.slowest_ms", "slowest page's script run (tinytales, 11 words; translate on encoder-decoder)",
            60, AT_MOST, "ms"),
@@ -72,6 +76,10 @@ TARGETS = [
     # gpt2: GPT-2 small's shape with random weights from a disk cache (bench/gpt2.py)
     Target("gpt2.trace_ms", "GPT-2 full trace, 32 tokens, 1 thread", 250, AT_MOST, "ms"),
     Target("gpt2.trace_ratio", "GPT-2 full trace vs plain forward", 1.15, AT_MOST, "x"),
+    Target("gpt2.attribution_s", "GPT-2 direct logit attribution from the trace, 16 tokens, 1 thread", 0.5, AT_MOST,
+           "s"),
+    Target("gpt2.patching_grid_s", "GPT-2 residual patching grid (12 layers x 16 positions), 1 thread", 30, AT_MOST,
+           "s"),
     Target("gpt2.first_page_s", "first page with GPT-2 picked (load + first trace, AppTest)", 10, AT_MOST, "s"),
     Target("gpt2.slowest_page_ms", "slowest page's script run with GPT-2's trace cached", 150, AT_MOST, "ms"),
     Target("gpt2.server_first_page_s", "picking GPT-2 to its first page drawn in Chromium", 10, AT_MOST, "s"),

@@ -9,6 +9,8 @@ computes its value, so every builder can be used and tested without Streamlit.
     trace(view, experiment, ids)        the view's sentence (or `ids`) through its model, `experiment` applied
     per_model(compute, name, bundle)    compute(bundle), once per model
     resource(compute, *key)             compute(*key), once per key (a tokenizer built from a corpus, ...)
+    per_input(compute, view, *args)     compute(view's model, *args, progress=...), once per model and args
+                                        (a patching grid per sentence pair)
 """
 from collections.abc import Callable
 
@@ -34,11 +36,12 @@ _HOOKS: dict[str, Callable] = {
     "trace": compute_trace,
     "per_model": lambda compute, name, bundle: compute(bundle),
     "resource": lambda compute, *key: compute(*key),
+    "per_input": lambda compute, view, *args, progress=None: compute(view.bundle.model, *args, progress=progress),
 }
 
 
 def install(**hooks: Callable) -> None:
-    """Replace some of the hooks (the web app's caches): figure, trace, per_model, resource."""
+    """Replace some of the hooks (the web app's caches): figure, trace, per_model, resource, per_input."""
     unknown = set(hooks) - set(_HOOKS)
     if unknown:
         raise ValueError(f"no hook called {', '.join(sorted(unknown))}")
@@ -63,3 +66,9 @@ def per_model(compute: Callable, name: str, bundle):
 def resource(compute: Callable, *key):
     """`compute(*key)`, remembered once per key in the app (the key must be hashable)."""
     return _HOOKS["resource"](compute, *key)
+
+
+def per_input(compute: Callable, view, *args, progress=None):
+    """`compute(model, *args, progress=progress)` for the view's model, remembered per model and `args` in the app
+    (`progress(done, total)` is called only when it is computed)."""
+    return _HOOKS["per_input"](compute, view, *args, progress=progress)

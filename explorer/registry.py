@@ -73,6 +73,11 @@ STEPS = [
                ("norm", "Normalization"), ("lens", "Logit lens"))),
     Page("prediction", "7. Next-token prediction", "pages/prediction.py", ":material/casino:",
          "Turn the final vectors into probabilities for the next token."),
+    Page("why", "8. Why this prediction?", "pages/why.py", ":material/psychology_alt:",
+         "Split a prediction into what each head and layer wrote, follow its routes, patch one sentence into another.",
+         tabs=(("attribution", "Attribution"), ("routes", "Contribution routes"), ("patching", "Patching")),
+         fields=(("target", "why_target"), ("other", "why_other"), ("corrupted", "why_corrupted"),
+                 ("decoder-position", "why_decoder_position"))),
 ]
 LAB = Page("training", "Training lab", "pages/training.py", ":material/model_training:",
            "Train a small transformer live, watch it learn, then explore it.")

@@ -6,6 +6,7 @@ from explorer.app import discover
 from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
                              require_trace, sections, step_nav, token_picker, whatif_notes)
 from explorer.app.state import view
+from explorer.registry import BY_SLUG
 from explorer.steps import whatif as W
 
 
@@ -52,6 +53,8 @@ if who.open:
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
         chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines")
+        lines.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",
+                        icon=BY_SLUG["why"].icon)
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}, drawn on top. A line's width and opacity are "
                       "proportional to its weight: half the weight, half as wide and half as opaque; weights under "
                       "0.01 are left out.")
@@ -75,6 +78,8 @@ if every.open:
                       "chosen above, shown larger with its neighbours below.")
     chart(A.grid_figure(v, layer, head), every, key="grid")
     every.caption(A.grid_caption(v, trace))
+    every.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",
+                    icon=BY_SLUG["why"].icon)
 
 if whatif.open:
     query = token_picker(v, third, label="Query token")

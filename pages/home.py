@@ -30,6 +30,10 @@ for i, stage in enumerate(stages):
         st.markdown("<div style='text-align:center;font-size:1.4rem;line-height:1'>↓</div>", unsafe_allow_html=True)
 with st.container(border=True):
     left, right = st.columns([3, 2], vertical_alignment="center")
+    left.markdown(f"**Why that guess?** {BY_SLUG['why'].summary}")
+    right.page_link(BY_SLUG["why"].file, label=BY_SLUG["why"].title, icon=BY_SLUG["why"].icon)
+with st.container(border=True):
+    left, right = st.columns([3, 2], vertical_alignment="center")
     left.markdown(f"**Not sure where to look?** {DISCOVER.summary}")
     right.page_link(DISCOVER.file, label=DISCOVER.title, icon=DISCOVER.icon)
 step_nav("home")

@@ -3,6 +3,7 @@ import streamlit as st
 
 from explorer.app.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
 from explorer.plot import safe
+from explorer.registry import BY_SLUG
 from explorer.steps.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
                                  actual_next_story, continuation_table, continued_text, cumulative_figure,
                                  explanation_text, extend, kept_summary, logit_figure, mass_kept,
@@ -62,6 +63,8 @@ if actual is not None:
 else:
     st.caption(f"After the last token, {quote(after)}, the sentence ends: this forecast is what the model "
                "would write next.")
+st.page_link(BY_SLUG["why"].file, label=f"Why {quote(table.token.iloc[0])}? See what each head and layer added to "
+             "this forecast", icon=BY_SLUG["why"].icon)
 
 panel = math_panel("prediction")
 if panel.open:

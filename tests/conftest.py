@@ -53,6 +53,7 @@ SLOW = [
     "tests/test_claims_pages.py::test_every_claim_on_every_step_page_is_what_the_model_computes",    # 12 sweeps
     "tests/test_hostile.py",                         # hypothesis: generated sentences and links on every page
     "tests/test_gpt2_app.py",                        # loads GPT-2's shape for each test
+    "tests/test_page_why.py::test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids",     # GPT-2's shape
     "tests/test_pretrained.py::test_a_gpt2_shaped_model_round_trips_through_our_files_with_the_tie_kept",
     "tests/test_tasks.py::test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding",
 ]

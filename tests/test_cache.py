@@ -118,3 +118,24 @@ def test_two_session_models_with_one_name_show_their_own_numbers():
         seen.append(at.session_state["view"].trace["logits"])
         assert len(plotly_figures(at)) >= 1
     torch.testing.assert_close(seen[1], -seen[0])
+
+
+def test_per_input_results_are_computed_once_per_model_and_input_and_report_progress_only_then():
+    bundle = load_bundled("tinytales")
+    text = "the cat sat"
+    view = View("tinytales", bundle, text, False, prepare_text(bundle.tokenizer, text, 32))
+    calls, seen = [], []
+
+    def compute(model, a, b, progress=None):
+        calls.append((a, b))
+        progress(1, 1)
+        return (model is bundle.model, a + b)
+    assert cache.per_input(compute, view, 1, 2, progress=lambda d, t: seen.append(d)) == (True, 3)
+    assert cache.per_input(compute, view, 1, 2, progress=lambda d, t: seen.append(d)) == (True, 3)
+    assert cache.per_input(compute, view, 2, 2, progress=lambda d, t: seen.append(d)) == (True, 4)
+    assert calls == [(1, 2), (2, 2)] and seen == [1, 1]
+    store = cache.ResultStore(2)
+    for key in "abc":
+        store.get(key, lambda key=key: key.upper())
+    assert store.get("a", lambda: "again") == "again"          # the least recently used went first
+    assert store.get("c", lambda: "never") == "C"

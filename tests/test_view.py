@@ -26,7 +26,7 @@ TINY = load_bundled("tinytales")
 # Each tabbed page's section labels, read from the page's own module.
 SECTIONS = {slug: importlib.import_module(f"explorer.steps.{module}").SECTIONS for slug, module in (
     ("tokenization", "tokenization"), ("embedding", "embedding"), ("positions", "positions"),
-    ("attention", "attention"), ("feedforward", "feedforward"), ("residual", "residual"))}
+    ("attention", "attention"), ("feedforward", "feedforward"), ("residual", "residual"), ("why", "why"))}
 
 
 def broken_copy(value: float, name: str = "blocks.0.attn.W_q.weight"):

@@ -5,6 +5,7 @@ modules ask through explorer.memo, which this module wires to these caches when 
     trace(view, experiment, ids)      the same with a what-if experiment applied, or for other token ids
     figure(builder, view, *args)      builder(view, view.trace, *args), per (model, sentence, presenter mode)
     per_model(compute, name, bundle)  compute(bundle), once per model (a vocabulary map, a search)
+    per_input(compute, view, *args)   compute(model, *args), once per model and args (a patching grid per pair)
 
 A key (explorer.view.model_key) belongs to one model object, so a bundled model, GPT-2, a lab model and an
 upload are all cached the same way, and one visitor's model never answers for another's. Traces are kept
@@ -127,5 +128,41 @@ def resource(compute: Callable, *key):
     return _resource(f"{compute.__module__}.{compute.__qualname__}", key, lambda: compute(*key))
 
 
+class ResultStore:
+    """Results by key, the `size` most recently used kept. Computed outside any st.cache_* function, so a
+    computation may report progress to an element of the page (st.cache_resource would replay that element)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, key: Hashable, compute: Callable[[], object]):
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        value = compute()                  # outside the lock: other visitors are not held up
+        with self._lock:
+            self._entries[key] = value
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def input_store() -> ResultStore:
+    """The server's one store of per-input results (patching grids per sentence pair)."""
+    return ResultStore(64)
+
+
+def per_input(compute: Callable, view: View, *args, progress=None):
+    """`compute(view's model, *args, progress=progress)`, once per model and `args` (which must be hashable);
+    the progress callback is only called when the value is computed."""
+    what = f"{compute.__module__}.{compute.__qualname__}"
+    return input_store().get((what, view.key, _hashable(args)),
+                             lambda: compute(view.bundle.model, *args, progress=progress))
+
+
 # The pure modules ask explorer.memo for these; from now on the server's caches answer.
-memo.install(figure=figure, trace=trace, per_model=per_model, resource=resource)
+memo.install(figure=figure, trace=trace, per_model=per_model, resource=resource, per_input=per_input)

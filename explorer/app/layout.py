@@ -37,8 +37,9 @@ h3 { font-size: 1.6rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 </style>"""
 
-def page_header(slug: str, view: View) -> None:
-    """Title, presenter styling and any notices about the input."""
+def page_header(slug: str, view: View, encoder_decoder: bool = False) -> None:
+    """Title, presenter styling and any notices about the input. A walk-through page stops for an encoder-decoder
+    (with a link to its page) unless it explains one too (`encoder_decoder`)."""
     st.html(BASE_CSS + (PRESENTER_CSS if view.presenter else ""))
     figure_format_picker()
     st.title(BY_SLUG[slug].title)
@@ -46,7 +47,7 @@ def page_header(slug: str, view: View) -> None:
     for notice in view.notices + input_notices(view):                                # so charts keep their place
         notices.warning(notice, icon=":material/info:")
     _offer_a_sentence(view, notices)
-    if slug in WALK_THROUGH and is_encoder_decoder(view.bundle):
+    if slug in WALK_THROUGH and is_encoder_decoder(view.bundle) and not encoder_decoder:
         st.info(f"**{view.name}** is an encoder-decoder (a source in, a target out), and this page shows a "
                 "decoder-only language model (tinytales, roses, GPT-2). The encoder, the decoder and the "
                 "cross-attention between them are on the encoder-decoder page.", icon=":material/translate:")

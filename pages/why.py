@@ -1,0 +1,209 @@
+"""Step 8, why this prediction: direct logit attribution, contribution routes and activation patching."""
+import streamlit as st
+
+from model.attribution import routes
+from model.inputs import prepare_text
+
+from explorer import memo
+from explorer.app.models import is_encoder_decoder
+from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
+                                 sections, step_nav, token_picker)
+from explorer.app.state import READ_LIMIT, apply_view, view
+from explorer.plot import labels
+from explorer.registry import BY_SLUG
+from explorer.steps import why as Y
+
+TYPED = -1                                    # "another word": the option that opens a text box
+GO = "_why_go"                                # the page to open on the next run (st.switch_page not in a callback)
+
+if st.session_state.get(GO):
+    st.switch_page(st.session_state.pop(GO))
+
+v = view()
+page_header("why", v, encoder_decoder=True)
+explanation(v, Y.EXPLANATION)
+trace = require_trace(v, "why")
+model, vocab = v.bundle.model, v.bundle.tokenizer.vocab
+decoder = is_encoder_decoder(v.bundle)          # then the decoder's forecasts are explained
+reading = Y.stream_tokens(v, trace)            # the tokens the logits are read after
+if decoder:
+    st.info(Y.decoder_note(v, trace), icon=":material/translate:")
+
+
+def sentence(problem: Exception) -> str:
+    """A refusal from the model's code as a sentence: a capital first, a full stop last."""
+    text = str(problem).strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def word_of(i: int) -> str:
+    return "another word …" if i == TYPED else Y.visible(vocab[i])
+
+
+def chosen_token(options: list, key: str, label: str, where, fallback: int | None):
+    """A token picked among `options`, or typed; a word the model cannot score gets a message and `fallback`."""
+    if st.session_state.get(key) not in options:
+        st.session_state.pop(key, None)
+    choice = where.selectbox(label, options, key=key,
+                             format_func=lambda i: "nothing (one token)" if i is None else word_of(i))
+    if choice != TYPED:
+        return choice
+    typed = where.text_input("Word", key=f"{key}_word", max_chars=60, placeholder="type a word")
+    if not typed.strip():
+        return fallback
+    try:
+        return Y.target_token(v.bundle.tokenizer, typed)
+    except ValueError as problem:
+        where.warning(f"{problem} Showing {quote(vocab[fallback])} instead." if fallback is not None else str(problem),
+                      icon=":material/info:")
+        return fallback
+
+
+pick, first, second = st.columns(3)
+if decoder:                                    # a position of what the decoder read, not of the source
+    if st.session_state.get("why_decoder_position") not in range(len(reading)):
+        st.session_state["why_decoder_position"] = 0
+    position = pick.selectbox("After target token", range(len(reading)), key="why_decoder_position",
+                              format_func=lambda i: f"{i}: {Y.visible(reading[i])}")
+else:
+    position = token_picker(v, pick, label="After token" if v.presenter else "Explain the forecast after token")
+tops = Y.favourites(trace, position)
+forecast = (v.key, v.ids, position)
+if st.session_state.get("_why_forecast") != forecast:      # another forecast: start from its favourite again
+    st.session_state["_why_forecast"] = forecast
+    for key in ("why_target", "why_other"):
+        st.session_state.pop(key, None)
+target = chosen_token([*tops, TYPED], "why_target", "Token to explain", first, tops[0])
+others = [t for t in tops if t != target]
+other = chosen_token([None, *others, TYPED], "why_other", "… rather than", second, None)
+if other == target:
+    other = None
+
+attribution_tab, routes_tab, patching_tab = sections("why")
+
+if attribution_tab.open:
+    with attribution_tab:
+        try:
+            result = Y.attribution(v, trace, position, target, other)
+        except ValueError as problem:                      # a post-norm model: the parts do not add up
+            st.info(sentence(problem), icon=":material/info:")
+        else:
+            story = st.container()             # above the chart; on a projector under it, so the chart comes first
+            chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution")
+            (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
+            if other is not None:
+                st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
+                st.markdown(Y.rather_story(v, result, target, other))
+                chart(memo.figure(Y.attribution_figure, v, position, target, other), key="why_rather")
+            if not decoder:                    # the Attention page shows a decoder-only model's heads
+                st.subheader("One head")
+                left, right, _ = st.columns([1, 1, 2])
+                layer, head = layer_picker(v, left), head_picker(v, right)
+                st.markdown(Y.head_story(v, trace, result, layer, head, target))
+                if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
+                             key="why_open_head"):
+                    apply_view(layer=layer, head=head, token=position,
+                               sections={"attention": BY_SLUG["attention"].tab("who-looks")})
+                    st.session_state[GO] = BY_SLUG["attention"].file
+                    st.rerun()
+            panel = st.expander("Every part as a table", icon=":material/table:", key="why_table", on_change="rerun")
+            if panel.open:                             # closed, it costs the server nothing
+                table = Y.attribution_table(v, result, target, other)
+                panel.dataframe(table, hide_index=True)
+                with panel:
+                    st.download_button("Download the table (CSV)", table.to_csv(index=False), "attribution.csv",
+                                       "text/csv", key="why_attribution_csv", icon=":material/download:",
+                                       on_click="ignore")
+
+if routes_tab.open:
+    with routes_tab:
+        threshold = st.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
+                              help="Only contributions at least this large (as a share of the state they build) are drawn. "
+                                   "llm-transparency-tool starts at 0.04; a tiny model's routes show from 0.02.")
+        try:
+            edges = routes(model, trace, position, threshold)
+        except ValueError as problem:
+            st.info(sentence(problem), icon=":material/info:")
+        else:
+            story = st.container()
+            chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes")
+            (st if v.presenter else story).markdown(Y.routes_story(v, edges, position))
+            nodes = Y.route_nodes(edges)
+            if nodes:
+                index = st.selectbox("What did this update write?", range(len(nodes)), key="why_node",
+                                     format_func=lambda i: Y.node_label(v, nodes[i]),
+                                     help="The update a head or MLP added to the stream at one node of the routes.")
+                node = nodes[min(index, len(nodes) - 1)]
+                table = Y.node_table(v, trace, node, position)
+                st.markdown(Y.node_story(v, node, table))
+                st.dataframe(table, hide_index=True, column_config={
+                    "up by": st.column_config.NumberColumn(format="%+.3f"),
+                    "down by": st.column_config.NumberColumn(format="%+.3f")})
+
+if patching_tab.open and decoder:
+    patching_tab.info("Patching is drawn for decoder-only models here (tinytales, roses, GPT-2): an encoder-decoder's "
+                      "two runs would also need one source.", icon=":material/info:")
+elif patching_tab.open:
+    with patching_tab:
+        suggestion = Y.suggested_corruption(v)
+        text = st.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
+                             max_chars=400, placeholder=suggestion or "the sentence with one word changed",
+                             help="Change one word. The page puts pieces of your sentence's run into the run of "
+                                  "this one and measures how much of your sentence's answer comes back: the token "
+                                  "to explain, against the one chosen beside it (or else the changed sentence's "
+                                  "favourite).")
+        if suggestion and not text.strip():
+            st.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
+                      on_click=lambda: st.session_state.update(why_corrupted=suggestion))
+        if text.strip():
+            corrupted = prepare_text(v.bundle.tokenizer, text, min(model.cfg.max_len, READ_LIMIT))
+            if corrupted.unknown:
+                st.warning(corrupted.unknown_notice(), icon=":material/info:")
+            compare = st.toggle("Beside it: the instant estimate (attribution patching)", key="why_estimate",
+                                help="One forward and one backward pass estimate every cell at once; the exact grid "
+                                     "runs the model once per cell.")
+            args = (tuple(v.ids), tuple(corrupted.ids), position, target, other)
+            try:
+                # the estimate first (one forward and one backward pass): on GPT-2 it is drawn while the exact
+                # grid is still being computed
+                guess = memo.per_input(Y.estimate, v, *args) if compare else None
+            except ValueError as problem:                  # the same pair problems the exact grid would meet
+                guess, refusal = None, problem
+            else:
+                refusal = None
+            story = st.container()
+            rows, words = [], []                           # in page order: stream grids, their words, head grids, ...
+            for _ in range(2):
+                rows.append(st.columns(2) if compare and not v.presenter else (st.container(), st.container()))
+                words.append(st.container())
+            if guess is not None:
+                chart(Y.estimate_figure(v, guess, "resid", v.presenter), rows[0][1], key="why_resid_estimate")
+                chart(Y.estimate_figure(v, guess, "heads", v.presenter), rows[1][1], key="why_heads_estimate")
+            progress = st.progress(0.0, text="Patching ...")
+            try:
+                if refusal is not None:
+                    raise refusal
+                result = memo.per_input(Y.patching, v, *args, progress=lambda done, total: progress.progress(
+                    done / total, text=f"Patched run {done:,} of {total:,}"))
+            except ValueError as problem:
+                progress.empty()
+                st.info(sentence(problem), icon=":material/info:")
+            else:
+                progress.empty()
+                story.markdown(Y.pair_story(v, result, [vocab[i] for i in corrupted.ids]))
+                chart(Y.resid_figure(v, result, v.presenter), rows[0][0], key="why_resid")
+                words[0].markdown(Y.resid_story(v, result))
+                chart(Y.heads_figure(result, v.presenter), rows[1][0], key="why_heads")
+                words[1].markdown(Y.heads_story(result))
+                if guess is not None:
+                    st.markdown(Y.agreement_story(v, result, guess))
+                csv = st.columns(2)
+                csv[0].download_button("Download the stream grid (CSV)", Y.grid_csv(result.resid, labels(v.tokens)),
+                                       "patching_stream.csv", "text/csv", key="why_resid_csv",
+                                       icon=":material/download:", on_click="ignore")
+                csv[1].download_button("Download the head grid (CSV)",
+                                       Y.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
+                                       "patching_heads.csv", "text/csv", key="why_heads_csv",
+                                       icon=":material/download:", on_click="ignore")
+
+step_nav("why")
