@@ -28,7 +28,7 @@ def as_page(step):
 
 page = st.navigation({"Walk-through": [as_page(s) for s in STEPS],
                       "Encoder-decoder": [as_page(ENCODER_DECODER)], "Discover": [as_page(DISCOVER)],
-                      "Lab": [as_page(LAB)], "Class": [as_page(CLASS)]})
+                      "Lab": [as_page(LAB)], "Class": [as_page(CLASS)]}, expanded=True)   # every page listed
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer.app.state import DEFAULT_SENTENCE
 from explorer.registry import BY_SLUG
 from explorer.steps import why as Y
 from model import patching as P
@@ -11,7 +10,9 @@ from model.attribution import attribute
 from model.checkpoint import load_bundled
 
 TINY = load_bundled("tinytales")
-IDS = TINY.tokenizer.encode(DEFAULT_SENTENCE)                 # "the cat sat on the mat because it was tired"
+# The sentence these tests study: "it" at position 7 reads back to "cat".
+PRONOUN = "the cat sat on the mat because it was tired"
+IDS = TINY.tokenizer.encode(PRONOUN)
 TRACE = TINY.model.run(IDS)
 VOCAB = TINY.tokenizer.vocab
 LAST = len(IDS) - 1
@@ -24,7 +25,7 @@ def bars(at, words):
 
 
 def test_the_attribution_bars_add_up_to_the_logit_of_the_favourite():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     assert not at.exception
     favourite = int(TRACE["logits"][0, LAST].argmax())
     names, values = bars(at, "Why “")
@@ -46,14 +47,14 @@ def test_the_attribution_bars_add_up_to_the_logit_of_the_favourite():
 
 
 def test_each_section_draws_only_its_charts():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     for section, count in zip(SECTIONS, (1, 1, 0)):
         show_section(at, "why", section)
         assert not at.exception and len(plotly_figures(at)) == count, section
 
 
 def test_rather_than_adds_the_difference_chart():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     first, second = TRACE["logits"][0, LAST].topk(2).indices.tolist()
     at.selectbox(key="why_other").set_value(second).run()
     assert not at.exception
@@ -64,7 +65,7 @@ def test_rather_than_adds_the_difference_chart():
 
 
 def test_a_typed_word_is_explained_and_an_unknown_one_gets_a_message():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     at.selectbox(key="why_target").set_value(-1).run()
     at.text_input(key="why_target_word").set_value("dog").run()
     assert not at.exception
@@ -79,7 +80,7 @@ def test_a_typed_word_is_explained_and_an_unknown_one_gets_a_message():
 
 
 def test_the_routes_tab_draws_the_kept_edges_and_opens_a_node():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     show_section(at, "why", SECTIONS[1])
     at.slider(key="why_threshold").set_value(0.03).run()
     assert not at.exception
@@ -91,7 +92,7 @@ def test_the_routes_tab_draws_the_kept_edges_and_opens_a_node():
 
 
 def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers():
-    at = open_page("why", token=7)
+    at = open_page("why", text=PRONOUN, token=7)
     show_section(at, "why", SECTIONS[2])
     at.button(key="why_suggest").click().run()
     assert not at.exception
@@ -122,10 +123,10 @@ def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers(
 
 @pytest.mark.parametrize("second, message", [
     ("the dog sat on the mat", "the clean sentence has 10 tokens and the corrupted one 6"),
-    (DEFAULT_SENTENCE, "the two sentences are the same"),
+    (PRONOUN, "the two sentences are the same"),
 ])
 def test_bad_second_sentences_get_a_message_not_a_traceback(second, message):
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     show_section(at, "why", SECTIONS[2])
     at.text_input(key="why_corrupted").set_value(second).run()
     assert not at.exception
@@ -137,7 +138,7 @@ def test_bad_second_sentences_get_a_message_not_a_traceback(second, message):
 
 
 def test_a_head_opens_on_the_attention_page():
-    at = open_page("why")
+    at = open_page("why", text=PRONOUN)
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(2).run()
     assert "Layer 1 head 2 adds" in page_text(at)

@@ -21,6 +21,14 @@ VIEWS = ["tinytales", "roses", "word, rms, pre-norm, gelu, 1 head",
          "word, no norm, relu, sinusoidal, 3 heads, embed_scale"]
 
 
+# The sentence these tests study: "it" at position 7, and its ending "tired" at 9.
+PRONOUN = "the cat sat on the mat because it was tired"
+
+
+def pronoun_view() -> View:
+    return view_of(bundled("tinytales"), PRONOUN)
+
+
 def a_view(name):
     return bundled_view(name) if name in ("tinytales", "roses") else lab_view(name)
 
@@ -59,7 +67,7 @@ def test_the_attribution_story_states_the_models_own_numbers(name, where):
 
 
 def test_one_heads_story_names_its_rank_and_source():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     trace = view.trace
     target = Y.favourites(trace, 7, 1)[0]
     result = Y.attribution(view, trace, 7, target)
@@ -73,7 +81,7 @@ def test_one_heads_story_names_its_rank_and_source():
 
 
 def test_why_x_rather_than_y_names_the_gap_and_the_part_that_makes_most_of_it():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     trace = view.trace
     vocab = view.bundle.tokenizer.vocab
     first, second = Y.favourites(trace, 9, 2)
@@ -91,7 +99,7 @@ def test_why_x_rather_than_y_names_the_gap_and_the_part_that_makes_most_of_it():
 
 
 def test_the_bar_chart_adds_up_to_the_logit_with_the_rest_in_one_bar():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     trace = view.trace
     target = Y.favourites(trace, 9, 1)[0]
     result = Y.attribution(view, trace, 9, target)
@@ -134,7 +142,7 @@ def test_a_typed_word_must_be_one_token_the_model_knows():
 
 
 def test_the_routes_story_and_figure_follow_the_kept_edges():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     edges = A.routes(view.bundle.model, view.trace, 9, 0.01)
     fig = Y.routes_figure(view, edges, 9, 0.01)
     lines = [t for t in fig.data if t.mode == "lines"]
@@ -157,7 +165,7 @@ def test_the_routes_story_and_figure_follow_the_kept_edges():
 
 
 def test_a_nodes_story_names_its_top_promoted_and_suppressed_tokens():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     edges = A.routes(view.bundle.model, view.trace, 9, 0.01)
     nodes = Y.route_nodes(edges)
     assert nodes and all(n.layer >= 0 for n in nodes)
@@ -174,14 +182,14 @@ def test_a_nodes_story_names_its_top_promoted_and_suppressed_tokens():
 
 
 def test_the_suggested_second_sentence_swaps_one_known_word():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     assert Y.suggested_corruption(view) == "the dog sat on the mat because it was tired"
     assert Y.suggested_corruption(view_of(bundled("roses"), "roses are red")) == "roses are blue"
     assert Y.suggested_corruption(view_of(bundled("roses"), "sugar is sweet")) is None
 
 
 def test_the_patching_stories_state_the_grids_numbers():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     model, tok = view.bundle.model, view.bundle.tokenizer
     corrupted = tok.encode("the dog sat on the mat because it was tired")
     seen = []
@@ -255,7 +263,7 @@ def test_the_encoder_decoders_decoder_is_explained_after_the_tokens_it_read_and_
 
 
 def test_the_estimate_story_states_how_well_it_agrees_with_the_exact_grids():
-    view = bundled_view("tinytales")
+    view = pronoun_view()
     model, tok = view.bundle.model, view.bundle.tokenizer
     corrupted = tuple(tok.encode("the dog sat on the mat because it was tired"))
     exact = Y.patching(model, view.ids, corrupted, 7)
