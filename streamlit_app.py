@@ -33,6 +33,7 @@ if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
 classroom.rejoin_from_url(st.query_params)        # a reloaded student finds their seat again
+classroom.load_lesson_from_url(st.query_params)   # a lesson's link opens it on the class page
 classroom.follow()                                # a student follows the teacher's step
 classroom.apply_pending()                         # a lesson's step to show: its view, before the sidebar
 classroom.switch_if_moved(page.url_path)          # ... on its own page

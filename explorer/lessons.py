@@ -13,7 +13,9 @@ A step names a place the way the registry does (page slug, tab name, the page's 
 tab changes one line of explorer/registry.py, not every lesson. A question's answer is never written in the file:
 it is computed from the model when the step is shown (`next_word_question`), so it is true of the model in use.
 """
+import base64
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,3 +177,37 @@ def next_word_question(bundle: Bundle, ids: list[int], position: int, prompt: st
     words = [vocab[int(i)] for i in top.indices]
     return Asked(prompt=prompt, options=tuple(sorted(words)), answer=words[0],
                  probabilities={w: float(p) for w, p in zip(words, top.values)})
+
+
+def step_from_view(slug: str, view: dict, section_label: str | None, fields: dict) -> LessonStep:
+    """A lesson step for the view a teacher is looking at: page `slug`, the view's values, the open tab (by its label,
+    as the page shows it) and the page's own fields (by session key)."""
+    page = BY_SLUG[slug]
+    tab = next((name for name, label in page.tabs if label == section_label), None)
+    by_key = {key: name for name, key in page.fields}
+    kept = {by_key[key]: value for key, value in fields.items()
+            if key in by_key and isinstance(value, (str, int)) and not isinstance(value, bool)}
+    values = {k: v for k, v in view.items() if k in VIEW_FIELDS and isinstance(v, VIEW_FIELDS[k])
+              and not isinstance(v, bool)}
+    return LessonStep(page=slug, tab=tab, view=values, fields=kept)
+
+
+def as_link(lesson: Lesson) -> str:
+    """A lesson as one URL parameter value (compressed JSON, URL-safe base64): `?lesson=...` opens it."""
+    return base64.urlsafe_b64encode(zlib.compress(lesson.to_json().encode(), 9)).decode().rstrip("=")
+
+
+def from_link(value: str) -> Lesson:
+    """The lesson a `?lesson=` value carries; LessonError when it is not one."""
+    try:
+        packed = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        data = zlib.decompressobj().decompress(packed, MAX_BYTES + 1)
+    except (ValueError, zlib.error):
+        raise LessonError("This link does not carry a lesson (it was cut or changed).") from None
+    return parse(data)
+
+
+def file_name(lesson: Lesson) -> str:
+    """'lesson-attention-in-ten-minutes.json': the lesson's title in the file's name."""
+    words = "".join(c if c.isalnum() else " " for c in lesson.title.lower()).split()
+    return "lesson-" + "-".join(words)[:60].strip("-") + ".json" if words else "lesson.json"

@@ -1,6 +1,8 @@
 """Class: walk a lesson alone, lead a class (a join code, a link and a QR code), or join one as a student."""
 import io
+from dataclasses import replace
 
+import pandas as pd
 import segno
 import streamlit as st
 
@@ -8,7 +10,30 @@ from explorer import lessons as L
 from explorer.app import classroom as C
 from explorer.app.layout import explanation, page_header
 from explorer.app.state import view
+from explorer.registry import BY_SLUG
 from explorer.view import escape
+
+def edit_draft(steps: list) -> L.Lesson | None:
+    """The lesson being built, as a table: notes to write, an order to change, steps to delete."""
+    title = st.text_input("Title", key="lesson_title", max_chars=120, placeholder="Untitled lesson")
+    table = pd.DataFrame({"order": range(1, len(steps) + 1),
+                          "page": [BY_SLUG[s.page].title for s in steps],
+                          "tab": [BY_SLUG[s.page].tab(s.tab) if s.tab else "" for s in steps],
+                          "sentence": [s.view.get("text", "") for s in steps],
+                          "note": [s.note for s in steps], "keep": [True] * len(steps)})
+    edited = st.data_editor(table, key="lesson_editor", hide_index=True, width="stretch",
+                            disabled=["page", "tab", "sentence"],
+                            column_config={"order": st.column_config.NumberColumn(min_value=1, step=1),
+                                           "note": st.column_config.TextColumn(max_chars=1000, width="large")})
+    kept = [(float(row.order) if pd.notna(row.order) else float(n + 1), n,
+             replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else ""))
+            for n, row in enumerate(edited.itertuples()) if row.keep]
+    if not kept:
+        st.info("Every step is unticked: nothing to teach yet.", icon=":material/info:")
+        return None
+    ordered = tuple(step for _, _, step in sorted(kept, key=lambda x: (x[0], x[1])))
+    return L.Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered)
+
 
 v = view()
 page_header("class", v)
@@ -63,10 +88,17 @@ else:
     with lead.container(border=True):
         st.subheader("Lead or walk a lesson")
         ready = L.ready_lessons()
-        choice = st.selectbox("Lesson", [*ready, "upload"], key="class_lesson",
-                              format_func=lambda k: ready[k].title if k in ready else "Upload a lesson file ...")
+        built = C.draft()
+        options = [*(["mine"] if built else []), *ready, "upload"]
+        names = {"mine": f"Your lesson ({len(built)} steps)", "upload": "Upload a lesson file ..."}
+        choice = st.selectbox("Lesson", options, key="class_lesson",
+                              format_func=lambda k: ready[k].title if k in ready else names[k],
+                              help="Build your own: on any page, open “Copy a link to this view” and press "
+                                   "“Add this view to my lesson”.")
         chosen = None
-        if choice == "upload":
+        if choice == "mine":
+            chosen = edit_draft(built)
+        elif choice == "upload":
             upload = st.file_uploader("Lesson file (.json)", type=["json"], key="class_upload")
             if upload is not None:
                 try:
@@ -83,6 +115,8 @@ else:
                      type="primary", icon=":material/co_present:")
             b.button("Walk it alone", key="class_alone", on_click=C.start, args=(chosen.to_json(), False),
                      icon=":material/school:")
-            st.download_button("Download this lesson", chosen.to_json(), file_name="lesson.json",
+            st.download_button("Download this lesson", chosen.to_json(), file_name=L.file_name(chosen),
                                mime="application/json", key="class_download", icon=":material/download:",
                                on_click="ignore")
+            with st.popover("Copy a link to this lesson", icon=":material/link:"):
+                st.code(C.lesson_link(chosen), language=None, wrap_lines=True)

@@ -147,3 +147,40 @@ def test_alone_a_student_walks_a_lesson_with_next_and_previous():
             at.button(key="class_next").click().run()
     at.button(key="class_leave").click().run()
     assert at.session_state.get(C.ROLE) is None
+
+
+def test_a_teacher_builds_a_lesson_from_the_views_they_visit_edits_it_and_shares_it_as_a_file_and_a_link():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"model": "tinytales", "text": "the dog chased the cat because it was hungry",
+                            "layer": "1", "head": "1", "token": "6"})
+    at.run()
+    at.session_state["section_attention"] = BY_SLUG["attention"].tab("who-looks")
+    at.switch_page(BY_SLUG["attention"].file).run()
+    at.button(key="lesson_add").click().run()
+    at.session_state["attention_whatif"] = "scaling"
+    at.session_state["section_attention"] = BY_SLUG["attention"].tab("what-if")
+    at.run()
+    at.button(key="lesson_add").click().run()
+    at.switch_page(BY_SLUG["prediction"].file).run()
+    at.button(key="lesson_add").click().run()
+    assert "Your lesson has 3 steps" in page_text(at)
+    at.switch_page(BY_SLUG["class"].file).run()
+    assert at.selectbox(key="class_lesson").value == "mine"
+    at.text_input(key="lesson_title").set_value("My heads").run()
+    at.session_state["lesson_editor"] = {"edited_rows": {0: {"note": "Ask first!", "order": 3}, 2: {"keep": False}},
+                                         "added_rows": [], "deleted_rows": []}
+    at.run()
+    [link] = [c.value for c in at.code if "/class?lesson=" in c.value]          # "Copy a link to this lesson"
+    lesson = L.from_link(link.split("lesson=", 1)[1])
+    assert lesson.title == "My heads" and [s.tab for s in lesson.steps] == ["what-if", "who-looks"]
+    what_if, who = lesson.steps
+    assert who.note == "Ask first!" and who.view == {"model": "tinytales", "text":
+                                                     "the dog chased the cat because it was hungry",
+                                                     "layer": 1, "head": 1, "token": 6}
+    assert what_if.fields == {"what-if": "scaling"}
+    assert L.file_name(lesson) == "lesson-my-heads.json"
+    link = L.as_link(lesson)
+    again = class_page(lesson=link)                       # the lesson's link opens it on the class page
+    assert again.selectbox(key="class_lesson").value == "mine" and again.text_input(key="lesson_title").value == "My heads"
+    bad = class_page(lesson=link[:-8] + "AAAAAAAA")
+    assert "does not carry a lesson" in page_text(bad) or "not a lesson" in page_text(bad)

@@ -18,11 +18,12 @@ from model.inputs import prepare_text
 
 from explorer.classroom import open_store
 from explorer.classroom.store import TooMany, WrongKey, normalise_code
-from explorer.lessons import Asked, Lesson, LessonStep, next_word_question, parse
+from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_link, from_link,
+                              next_word_question, parse, step_from_view)
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
-from .state import READ_LIMIT, apply_view, get_bundle
+from .state import READ_LIMIT, apply_view, get_bundle, section_key
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -172,6 +173,49 @@ def url_params() -> dict[str, str]:
     if role() == "student":
         return {"join": st.session_state[CODE], "seat": st.session_state[SEAT]}
     return {}
+
+
+# --- building a lesson from the views a teacher visits ------------------------------------------------------------
+
+DRAFT = "_lesson_draft"             # the lesson being built: a list of LessonStep
+
+
+def draft() -> list[LessonStep]:
+    return st.session_state.setdefault(DRAFT, [])
+
+
+def add_this_view(slug: str) -> None:
+    """A button's callback on any page: add the view on screen (page, model, sentence, layer, head, token, tab and
+    the page's own fields) to the lesson being built."""
+    state = st.session_state
+    view = {key: state[key] for key in ("model", "text", "layer", "head", "token") if key in state}
+    page = BY_SLUG[slug]
+    fields = {key: state[key] for _, key in page.fields if key in state}
+    steps = draft()
+    if len(steps) < MAX_STEPS:
+        steps.append(step_from_view(slug, view, state.get(section_key(slug)), fields))
+    state["_lesson_added"] = len(steps)
+
+
+def set_draft(lesson_: Lesson) -> None:
+    st.session_state[DRAFT] = list(lesson_.steps)
+    st.session_state["lesson_title"] = lesson_.title
+
+
+def load_lesson_from_url(query) -> None:
+    """`?lesson=...` (a lesson's link) opens that lesson on the class page, once per session."""
+    if "lesson" not in query or st.session_state.get("_lesson_link_loaded"):
+        return
+    st.session_state["_lesson_link_loaded"] = True
+    try:
+        set_draft(from_link(str(query["lesson"])[:200_000]))
+    except LessonError as problem:
+        st.session_state["_class_problem"] = str(problem)
+
+
+def lesson_link(lesson_: Lesson) -> str:
+    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
+    return f"{url.scheme}://{url.netloc}/class?lesson={as_link(lesson_)}"
 
 
 # --- the question of a step ----------------------------------------------------------------------------------

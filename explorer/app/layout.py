@@ -8,6 +8,7 @@ import streamlit as st
 from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
+from explorer.app import classroom
 from explorer.app.state import link_to, section_key, use_example
 from explorer.plot import DIMS_SHOWN
 from explorer.app.plotly_component import plotly_chart
@@ -156,6 +157,11 @@ def step_nav(slug: str) -> None:
     with st.popover("Copy a link to this view", icon=":material/link:"):
         st.caption("This link reopens this page with the same model, sentence, layer, head and token.")
         st.code(link_to(slug), language=None, wrap_lines=True)
+        st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
+                  icon=":material/playlist_add:",
+                  help="Build a lesson from the views you visit; the Class page lists them, with notes to edit.")
+        if st.session_state.get("_lesson_added"):
+            st.caption(f"Your lesson has {st.session_state['_lesson_added']} steps (on the Class page).")
 
 
 def layer_picker(view: View, where=st) -> int:
