@@ -12,6 +12,7 @@ they run:
     memory    a real server's memory: first visitor, 10 idle, 10 exploring, 2 training
     browser   charts the browser builds per update, Chromium's CPU on a training tab
     gpt2      GPT-2 small's shape from a disk cache: trace, load, pages, server memory, cold start
+    classroom a live class of 60 students on one server (AppTest): following the teacher, answers, memory
 
     python -m bench                      every area
     python -m bench --only model,pages   some areas
@@ -21,4 +22,4 @@ Comparisons are measured side by side in one run, interleaved, so a busy machine
 the ratios are what to read. The run ends with a summary table of every target of the areas that ran, and
 exits with status 1 when one is missed or could not be measured.
 """
-AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2")
+AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "classroom")

@@ -86,4 +86,9 @@ TARGETS = [
     Target("gpt2.server_mb", "server memory with 10 visitors exploring GPT-2", 1300, AT_MOST, "MB"),
     Target("gpt2.loader_at_cold_start", "GPT-2's loader or transformers imported before anyone picks GPT-2",
            0, AT_MOST),
+    # issue 24: a live class on one server
+    Target("classroom.follow_p95_s", "60 students following the teacher's Next (poll + their run), p95", 2, AT_MOST, "s"),
+    Target("classroom.answers_counted", "60 answers sent together, all counted exactly once (1: yes)", 1, AT_LEAST),
+    Target("classroom.memory_mb", "server memory with a class of 60 students (tinytales, AppTest in one process)", 1500,
+           AT_MOST, "MB"),
 ]
