@@ -16,6 +16,7 @@ class Page:
     summary: str                                  # one line for the big picture
     tabs: tuple[tuple[str, str], ...] = ()        # (name, label), in order
     fields: tuple[tuple[str, str], ...] = ()      # (name, session key) of the page's own view fields
+    linked: tuple[str, ...] = ()                  # the fields a link carries (the page checks a link's values)
 
     @property
     def labels(self) -> list[str]:
@@ -28,6 +29,11 @@ class Page:
         if name not in tabs:
             raise KeyError(f"the {self.slug} page has no tab {name!r}; it has {', '.join(tabs) or 'none'}")
         return tabs[name]
+
+    @property
+    def linked_keys(self) -> dict[str, str]:
+        """{field name: session key} of the fields a link carries."""
+        return {name: key for name, key in self.fields if name in self.linked}
 
     def field(self, name: str) -> str:
         """The session key of view field `name`."""
@@ -61,18 +67,21 @@ STEPS = [
          "Let every token gather information from the tokens before it.",
          tabs=(("qkv", "Queries, keys, values"), ("four-steps", "The four steps"), ("who-looks", "Who looks at whom"),
                ("every-head", "Every head"), ("what-if", "What if?")),
-         fields=(("what-if", "attention_whatif"),)),
+         fields=(("what-if", "attention_whatif"),), linked=("what-if",)),
     Page("feedforward", "5. Feed-forward", "pages/feedforward.py", ":material/memory:",
          "Process each token on its own: expand, activate, contract.",
          tabs=(("expand", "Expand, activate, contract"), ("fire", "Which neurons fire"),
                ("strongest", "The strongest neurons"), ("switched-off", "Switched off"), ("what-if", "What if?")),
-         fields=(("what-if", "mlp_whatif"),)),
+         fields=(("what-if", "mlp_whatif"),), linked=("what-if",)),
     Page("residual", "6. Residual stream & norm", "pages/residual.py", ":material/stacked_line_chart:",
          "Add each layer's work to a running total and keep its scale in check.",
          tabs=(("wiring", "How one block is wired"), ("size", "Stream size"), ("adds", "What a layer adds"),
                ("norm", "Normalization"), ("lens", "Logit lens"))),
     Page("prediction", "7. Next-token prediction", "pages/prediction.py", ":material/casino:",
-         "Turn the final vectors into probabilities for the next token."),
+         "Turn the final vectors into probabilities for the next token.",
+         fields=(("temperature", "prediction_temperature"), ("top-k", "prediction_top_k"),
+                 ("top-p", "prediction_top_p"), ("strategy", "prediction_strategy")),
+         linked=("temperature", "top-k", "top-p", "strategy")),
     Page("why", "8. Why this prediction?", "pages/why.py", ":material/psychology_alt:",
          "Split a prediction into what each head and layer wrote, follow its routes, patch one sentence into another.",
          tabs=(("attribution", "Attribution"), ("routes", "Contribution routes"), ("patching", "Patching")),

@@ -1,7 +1,8 @@
 """Step 7: the last scores become probabilities; temperature, top-k and top-p shape them; the model writes."""
 import streamlit as st
 
-from explorer.app.layout import chart, explanation, math_panel, page_header, quote, require_trace, step_nav, token_picker
+from explorer.app.layout import (chart, explanation, keep_if, math_panel, page_header, quote, require_trace, step_nav,
+                                 token_picker)
 from explorer.plot import safe
 from explorer.registry import BY_SLUG
 from explorer.steps.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
@@ -22,6 +23,11 @@ logits = trace["logits"][0]                                   # (T, V), from the
 n_tokens = logits.shape[0]
 
 # --- the forecast at one position, shaped by the sliders (no model run: the logits are cached) --------
+# a link's settings (explorer/registry.py: the page's linked fields) are kept only when this page offers them
+keep_if("prediction_temperature", lambda t: isinstance(t, (int, float)) and 0 <= t <= 3)
+keep_if("prediction_top_k", lambda k: isinstance(k, int) and 1 <= k <= V)
+keep_if("prediction_top_p", lambda p: isinstance(p, (int, float)) and 0.05 <= p <= 1)
+keep_if("prediction_strategy", lambda s: s in STRATEGIES)
 if v.presenter:          # compact for a projector: the picker and the three sliders in one row, then the charts
     pick, left, middle, right = st.columns(4)
     position = token_picker(v, pick, label="After token")

@@ -164,6 +164,13 @@ def step_nav(slug: str) -> None:
             st.caption(f"Your lesson has {st.session_state['_lesson_added']} steps (on the Class page).")
 
 
+def keep_if(key: str, valid) -> None:
+    """Drop session value `key` (a link's, or another model's) unless `valid(value)`: its widget then starts at its
+    default instead of failing on a value it does not offer."""
+    if key in st.session_state and not valid(st.session_state[key]):
+        del st.session_state[key]
+
+
 def layer_picker(view: View, where=st) -> int:
     return where.selectbox("Layer", range(view.bundle.model.cfg.n_layers), key="layer",
                            help="Which block of the model. Layer 0 reads the embeddings; later layers read "

@@ -21,6 +21,7 @@ from explorer.app.models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_
                      label, model_names)
 from explorer.export import file_name as export_name
 from explorer.export import trace_npz
+from explorer.registry import BY_SLUG
 from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
                    forecast_position, is_finite, model_key, quote, trace_is_finite)
 
@@ -51,6 +52,18 @@ def apply_view(model: str | None = None, text: str | None = None, layer: int | N
 def use_example(text: str) -> None:
     """A widget's callback: make `text` the sentence (a sentence the model can read, offered by a page)."""
     st.session_state["text"] = text
+
+
+def _link_value(raw) -> int | float | str:
+    """A link's value for a page field: a number when it reads as one, else text (the page checks it)."""
+    text = str(raw).strip()[:200]
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        return value if value == value and abs(value) != float("inf") else text
+    return text
 
 
 def _int_or_none(raw) -> int | None:
@@ -85,6 +98,8 @@ def _load_url_once(notices: list[str]) -> None:
             st.session_state[f"_url_{key}"] = query[key]        # checked against the model in _clamp
     if "presenter" in query:
         st.session_state["presenter"] = query["presenter"] in ("1", "true", "on")
+    linked = {name for page in BY_SLUG.values() for name in page.linked}
+    st.session_state["_url_fields"] = {name: _link_value(query[name]) for name in linked if name in query}
     if "section" in query:            # a tab label of this page; st.tabs ignores a label it does not have
         st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
 
@@ -167,8 +182,21 @@ def current_view() -> View:
         st.session_state["token"] = forecast_position(n_tokens)
     st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
+    _apply_link_fields()
     st.query_params.from_dict(view_params())
     return view
+
+
+def _apply_link_fields() -> None:
+    """A link's values for this page's own fields (what-if, sampling settings), once, before the page draws them
+    (the page checks each against what it offers)."""
+    waiting = st.session_state.get("_url_fields")
+    page = BY_SLUG.get(st.session_state.get("_page") or "home")
+    if not waiting or page is None:
+        return
+    for name, key in page.linked_keys.items():
+        if name in waiting:
+            st.session_state[key] = waiting.pop(name)
 
 
 def model_text(view: View, notices: list[str]) -> str:
@@ -208,6 +236,11 @@ def view_params() -> dict[str, str]:
             params[key] = str(state[key])
     if state.get("presenter"):
         params["presenter"] = "1"
+    page = BY_SLUG.get(state.get("_page") or "home")
+    for name, key in (page.linked_keys if page else {}).items():
+        value = state.get(key)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            params[name] = f"{value:g}" if isinstance(value, float) else str(value)
     section = state.get(section_key(state.get("_page", "")))
     if isinstance(section, str):
         params["section"] = section

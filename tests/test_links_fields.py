@@ -1,0 +1,32 @@
+"""A link carries the page's own choices (explorer/registry.py: each page's linked fields) and reopens them."""
+import pytest
+
+from conftest import open_page, page_text
+
+
+def test_a_link_reopens_the_prediction_pages_sampling_settings():
+    at = open_page("prediction", temperature="2.5", **{"top-k": "7", "top-p": "0.5"}, strategy="sample")
+    assert not at.exception and all("Session State" not in w.value for w in at.warning)
+    assert at.slider(key="prediction_temperature").value == 2.5
+    assert at.slider(key="prediction_top_k").value == 7
+    assert at.slider(key="prediction_top_p").value == 0.5
+    assert at.radio(key="prediction_strategy").value == "sample"
+    assert at.query_params["temperature"] == "2.5" and at.query_params["top-k"] == "7"
+    assert at.query_params["top-p"] == "0.5" and at.query_params["strategy"] == "sample"
+
+
+@pytest.mark.parametrize("query", [{"temperature": "99"}, {"temperature": "abc"}, {"top-k": "-3"},
+                                   {"top-k": "1e9"}, {"top-p": "0"}, {"strategy": "<script>"}, {"temperature": "nan"}])
+def test_nonsense_in_a_link_falls_back_to_the_defaults(query):
+    at = open_page("prediction", **query)
+    assert not at.exception
+    assert at.slider(key="prediction_temperature").value == 1.0 and at.slider(key="prediction_top_p").value == 1.0
+    assert at.radio(key="prediction_strategy").value == "greedy"
+
+
+def test_a_link_reopens_the_attention_what_if():
+    at = open_page("attention", section="What if?", **{"what-if": "mask"})
+    at.session_state["section_attention"] = "What if?"
+    at.run()
+    assert not at.exception and at.radio(key="attention_whatif").value == "mask"
+    assert at.query_params["what-if"] == "mask"
