@@ -46,6 +46,9 @@ def test_offline_the_picker_says_gpt2_needs_a_download_and_the_tiny_model_keeps_
     assert any("one-time download" in w and "offline" in w and "small models work as before" in w for w in warnings)
     assert at.selectbox(key="model").value == "tinytales"
     assert at.session_state["view"].name == "tinytales" and at.session_state["view"].trace is not None
+    if slug == "home":                   # the page the link opened (AppTest's first run) says so in the main area
+        assert any("could not be loaded on this server, so this page shows tinytales instead" in w.value
+                   for w in at.main.warning)
     if slug != "home":
         assert plotly_figures(at)
     assert "Traceback" not in page_text(at)

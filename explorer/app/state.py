@@ -140,7 +140,11 @@ def current_view() -> View:
         if st.session_state.get("model") not in names:
             st.session_state["model"] = names[0]
         if st.session_state["model"] in PRETRAINED:
-            _make_pretrained_ready(st.session_state["model"])
+            wanted = st.session_state["model"]
+            _make_pretrained_ready(wanted)
+            if st.session_state["model"] != wanted:            # said in the main area too: a link asked for it
+                notices.append(f"{label(wanted)} could not be loaded on this server, so this page shows "
+                               f"{label(st.session_state['model'])} instead. {st.session_state[UNAVAILABLE][wanted]}")
         name = st.selectbox("Model", names, key="model", format_func=label,
                             help="tinytales learned simple English stories; roses learned one short poem. "
                                  f"GPT-2 small is the real thing: {hub.GPT2.about}.")
