@@ -76,3 +76,11 @@ def copy_into_hub_cache(directory: Path, cache: Path, spec) -> Path:
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         shutil.copy(directory / name, snapshot / name)
     return snapshot
+
+
+def gpt2_hub_cache(root: Path, d_model: int) -> Path:
+    """A Hugging Face cache under `root` holding a GPT-2-shaped model (random weights) where GPT-2's files would be."""
+    from model.hub import GPT2
+    cache = root / "hub"
+    copy_into_hub_cache(gpt2_shaped_dir(root / "files", d_model=d_model), cache, GPT2)
+    return cache

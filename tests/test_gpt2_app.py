@@ -13,7 +13,7 @@ from explorer.steps import whatif as W
 from explorer.plot import token_label
 from explorer.registry import STEPS
 from model.transformer import sinusoidal_table
-from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
+from gpt2_support import gpt2_hub_cache
 from model import hub
 from model.hub import GPT2
 from model.pretrained import load_pretrained
@@ -71,11 +71,7 @@ LONG = ("Paris is the capital of France, and my name is Sara. I love pizza and c
 
 @pytest.fixture(scope="module")
 def gpt2_cache(tmp_path_factory):
-    """A Hugging Face cache holding a GPT-2-shaped model with random weights where GPT-2's files would be."""
-    root = tmp_path_factory.mktemp("gpt2")
-    cache = root / "hub"
-    copy_into_hub_cache(gpt2_shaped_dir(root / "files", d_model=96), cache, GPT2)
-    return cache
+    return gpt2_hub_cache(tmp_path_factory.mktemp("gpt2"), d_model=96)
 
 
 @pytest.fixture

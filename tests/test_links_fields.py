@@ -1,7 +1,7 @@
 """A link carries the page's own choices (explorer/registry.py: each page's linked fields) and reopens them."""
 import pytest
 
-from conftest import open_page, page_text
+from conftest import open_page
 
 
 def test_a_link_reopens_the_prediction_pages_sampling_settings():

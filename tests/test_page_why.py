@@ -163,12 +163,8 @@ def test_the_prediction_and_attention_pages_link_here():
 
 @pytest.fixture(scope="module")
 def gpt2_cache(tmp_path_factory):
-    from gpt2_support import copy_into_hub_cache, gpt2_shaped_dir
-    from model.hub import GPT2
-    root = tmp_path_factory.mktemp("gpt2")
-    cache = root / "hub"
-    copy_into_hub_cache(gpt2_shaped_dir(root / "files", d_model=48), cache, GPT2)
-    return cache
+    from gpt2_support import gpt2_hub_cache
+    return gpt2_hub_cache(tmp_path_factory.mktemp("gpt2"), d_model=48)
 
 
 @pytest.fixture
