@@ -130,8 +130,16 @@ def messages() -> list[str]:
 
 
 def is_running() -> bool:
+    """Training, or about to: Start was pressed and the run is not finished (or is still being built)."""
+    if not st.session_state.get("lab_running"):
+        return False
     run = active_run()
-    return bool(st.session_state.get("lab_running")) and run is not None and not run.finished
+    return is_building() or (run is not None and not run.finished)
+
+
+def is_building() -> bool:
+    """Start asked for a new run that the trainer has not built yet (see `tick`)."""
+    return bool(st.session_state.get("lab_build"))
 
 
 def _make_run(replace_active: bool = False) -> Run | None:
@@ -162,14 +170,17 @@ def _wants_new_run() -> bool:
 
 
 def start() -> None:
-    """Start a new run (or resume the current one if its settings are unchanged)."""
-    if _wants_new_run() and _make_run() is None:
-        return
+    """Start a new run (or resume the current one if its settings are unchanged).
+
+    A new run's model and data take a second or more to build, so the button only asks for it and the next
+    tick builds it: a callback's work keeps every element of the page marked stale (greyed) until it returns,
+    while a tick runs after the page is drawn."""
+    st.session_state["lab_build"] = _wants_new_run()
     st.session_state["lab_running"] = True
 
 
 def pause() -> None:
-    st.session_state["lab_running"] = False
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     run = active_run()
     if run is not None and not run.finished:
         run.status = "paused"
@@ -177,19 +188,25 @@ def pause() -> None:
 
 def step_once() -> None:
     """Train one tick, then stay paused."""
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     if _wants_new_run() and _make_run() is None:
         return
-    st.session_state["lab_running"] = False
     tick()
 
 
 def reset() -> None:
-    st.session_state["lab_running"] = False
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     _make_run(replace_active=active_run() is not None)
 
 
 def tick() -> None:
-    """One bounded slice of training for the active run (the live fragment calls this)."""
+    """One bounded slice of training for the active run (the page's trainer calls this); first builds the run
+    Start asked for, if any."""
+    if st.session_state.get("lab_build"):
+        st.session_state["lab_build"] = False
+        if _make_run() is None:                     # its message says why; the page shows it
+            st.session_state["lab_running"] = False
+            return
     run = active_run()
     if run is None:
         return
