@@ -197,6 +197,23 @@ def start_tiny_tales(page, base: str) -> None:
     page.get_by_role("button", name="Start", exact=True).click()
 
 
+def watch_network(page) -> dict:
+    """Chromium's network log of `page` from now on (its DevTools protocol): request id -> url, status,
+    headers (lower-case), `cached` (served from the browser's cache) and `wire` (bytes received, headers
+    included, once loaded)."""
+    log = {}
+    network = page.context.new_cdp_session(page)
+    network.send("Network.enable")
+    network.on("Network.responseReceived", lambda e: log.setdefault(e["requestId"], {}).update(
+        url=e["response"]["url"], status=e["response"]["status"],
+        cached=bool(e["response"].get("fromDiskCache") or e["response"].get("fromMemoryCache")),
+        headers={k.lower(): v for k, v in e["response"]["headers"].items()}))
+    network.on("Network.requestServedFromCache", lambda e: log.setdefault(e["requestId"], {}).update(cached=True))
+    network.on("Network.loadingFinished", lambda e: log.setdefault(e["requestId"], {}).update(
+        wire=e["encodedDataLength"]))
+    return log
+
+
 def look_at(page) -> None:
     """The visitor looking at their screen: bring the tab to the front and let it paint once (a hidden
     tab does not draw, and its first paint in front is not part of the next update)."""

@@ -1,7 +1,7 @@
 """The benchmark's verdicts (bench/): a missed target exits 1, all met exits 0; no heavy benchmark runs here."""
-import time
 import ast
 import importlib
+import time
 from pathlib import Path
 
 import pytest
