@@ -186,7 +186,7 @@ st.caption(lab.SHARING)
 def trainer():
     """Trains one tick while running (building the run Start asked for first). It draws nothing, so no element
     is marked stale while it trains; last on the page, so a full run has drawn everything before it trains."""
-    if not lab.is_running():
+    if not lab.is_running() or not lab.may_train_now():
         return
     building = lab.is_building()
     lab.tick()

@@ -287,3 +287,18 @@ def test_long_runs_tick_less_often_and_train_longer_per_tick():
         active(at).tick = lambda seconds, **_: asked.append(seconds) or True   # what the live tick asks for
         at.run()
         assert asked and asked[-1] == pytest.approx(lab_logic.TICK_DUTY * interval)   # a third of each interval
+
+
+def test_the_trainer_lets_a_script_run_with_queued_live_views_pass_once(monkeypatch):
+    """Fragment reruns that queued up run together, first asked first run: the trainer does not tick while
+    live views wait in the same run (they would stay greyed), but never passes twice in a row."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(lab_logic.st, "session_state", {})
+    runs = {"full run": None, "the trainer alone": ["trainer"], "queued together": ["trainer", "progress"]}
+    turns = []
+    for name in ["full run", "the trainer alone", "queued together", "queued together", "queued together",
+                 "the trainer alone"]:
+        context = SimpleNamespace(fragment_ids_this_run=runs[name])
+        monkeypatch.setattr(lab_logic, "get_script_run_ctx", lambda **_: context)
+        turns.append(lab_logic.may_train_now())
+    assert turns == [True, True, False, True, False, True]

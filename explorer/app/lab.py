@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, replace
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from model.checkpoint import from_bytes, to_bytes
 
@@ -225,6 +226,18 @@ def tick() -> None:
         st.session_state["lab_running"] = False
         if run.publishable:          # a diverged run is explained on the page, never published
             publish()
+
+
+def may_train_now() -> bool:
+    """Whether the page's trainer may tick in this script run. Streamlit runs fragment reruns that queued up
+    while a run was busy together, first asked first run: live views queued after the trainer would stay stale
+    (greyed) while it trains. So the trainer lets such a run pass once, and ticks on its next turn.
+    (`fragment_ids_this_run` is Streamlit's script-run context: None or empty in a full run.)"""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    together = len((ctx.fragment_ids_this_run or []) if ctx else []) > 1
+    passed = st.session_state.get("lab_passed_turn", False)
+    st.session_state["lab_passed_turn"] = together and not passed
+    return not st.session_state["lab_passed_turn"]
 
 
 def pause_all() -> None:
