@@ -115,17 +115,59 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
-def cpu_seconds(pids: set[int]) -> float:
-    """User + system CPU seconds of these processes so far (Linux /proc)."""
+def cpu_seconds(pids: set[int], reaped: bool = False) -> float:
+    """User + system CPU seconds of these processes so far (Linux /proc); with `reaped`, also the CPU of
+    their children that have exited (a process's cutime and cstime: Chromium ends utility processes and
+    renderers while a page runs, and their CPU would be lost)."""
     total = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
         except OSError:
             pass
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> set[int]:
+    """`root` and every process descended from it (by parent pid, read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def own_chromium_pids() -> set[int]:
+    """Every Chromium process this process started (through Playwright's driver): the browser, its zygotes,
+    renderers, GPU and utility processes, crashpad. Unlike `chromium_pids`, none of another program's."""
+    return {pid for pid in process_tree(os.getpid()) if "/chromium/" in _cmdline(str(pid)).split(" ")[0]}
+
+
+class ChromiumCpu:
+    """Cores used by this process's Chromium between `start()` and `stop()`: every process of its tree, those
+    that exit in between included (their CPU stays in their parent's reaped time)."""
+
+    def start(self) -> None:
+        self._pids = own_chromium_pids()
+        self._cpu, self._clock = cpu_seconds(self._pids, reaped=True), time.perf_counter()
+
+    def stop(self) -> float:
+        # a process that ended in the window has moved its CPU into its parent's reaped time; one that started
+        # in it counts from zero
+        cpu = cpu_seconds(own_chromium_pids(), reaped=True) - self._cpu
+        return cpu / (time.perf_counter() - self._clock)
 
 
 def idle_priority(pids: set[int]) -> None:
@@ -153,6 +195,23 @@ def start_tiny_tales(page, base: str) -> None:
     page.get_by_role("option", name="tales", exact=True).click()
     wait_until_run(page)
     page.get_by_role("button", name="Start", exact=True).click()
+
+
+def watch_network(page) -> dict:
+    """Chromium's network log of `page` from now on (its DevTools protocol): request id -> url, status,
+    headers (lower-case), `cached` (served from the browser's cache) and `wire` (bytes received, headers
+    included, once loaded)."""
+    log = {}
+    network = page.context.new_cdp_session(page)
+    network.send("Network.enable")
+    network.on("Network.responseReceived", lambda e: log.setdefault(e["requestId"], {}).update(
+        url=e["response"]["url"], status=e["response"]["status"],
+        cached=bool(e["response"].get("fromDiskCache") or e["response"].get("fromMemoryCache")),
+        headers={k.lower(): v for k, v in e["response"]["headers"].items()}))
+    network.on("Network.requestServedFromCache", lambda e: log.setdefault(e["requestId"], {}).update(cached=True))
+    network.on("Network.loadingFinished", lambda e: log.setdefault(e["requestId"], {}).update(
+        wire=e["encodedDataLength"]))
+    return log
 
 
 def look_at(page) -> None:

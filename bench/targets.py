@@ -71,8 +71,14 @@ TARGETS = [
     # browser: what Chromium does per update (bench/browser.py)
     Target("browser.charts_built", "charts built from scratch per chart shown, per update (worst page)",
            1.2, AT_MOST),
-    Target("browser.training_cores", "Chromium's CPU on a training tab, after its first 10 s", 0.3, AT_MOST,
-           "cores"),
+    Target("browser.first_chart_s", "a first visit (empty browser cache) to every chart drawn, attention page",
+           5, AT_MOST, "s"),
+    Target("browser.plotly_first_mb", "plotly.js on the wire, first visit (4.8 MB uncompressed)", 1.6, AT_MOST,
+           "MB"),
+    Target("browser.plotly_later_mb", "plotly.js on the wire, a later visit (from the browser's cache)", 0.01,
+           AT_MOST, "MB"),
+    Target("browser.training_cores", "a training tab's browser, all its processes, 4-19 s after Start (tiny tales)",
+           0.3, AT_MOST, "cores"),
     # gpt2: GPT-2 small's shape with random weights from a disk cache (bench/gpt2.py)
     Target("gpt2.trace_ms", "GPT-2 full trace, 32 tokens, 1 thread", 250, AT_MOST, "ms"),
     Target("gpt2.trace_ratio", "GPT-2 full trace vs plain forward", 1.15, AT_MOST, "x"),

@@ -91,14 +91,17 @@ if run is not None and run.divergence:
     st.error(divergence_explanation(run), icon=":material/trending_up:")
 
 
+# While a run trains, three fragments rerun on their own timers: `trainer` (at the page's end) trains and
+# draws nothing, and the live views only redraw. Streamlit marks a fragment's elements stale (greyed, after
+# half a second) from the start of its rerun until each is drawn again, so a fragment that trained before
+# drawing greyed its charts at every tick; these redraw at once and are never grey.
 @st.fragment(run_every=lab.tick_every() if lab.is_running() else None)
 def live_progress():
-    """Trains one tick (while running) and redraws the progress and the loss curve."""
-    if lab.is_running():
-        lab.tick()
-        if not lab.is_running():
-            st.rerun()                 # finished or stopped: a full rerun stops the ticking
+    """The progress and the loss curve, as the last tick left them."""
     current = lab.active_run()
+    if lab.is_building():
+        st.progress(0.0, text="Building the model and its training data ...")
+        return
     if current is None:
         st.caption("Press Start to train a model with these settings.")
         return
@@ -177,3 +180,18 @@ elif run is not None and run.divergence:
 right.file_uploader("Upload a model file", type=["safetensors"], key="lab_model_upload", on_change=lab.upload,
                     max_upload_size=50)
 st.caption(lab.SHARING)
+
+
+@st.fragment(run_every=lab.tick_every() if lab.is_running() else None)
+def trainer():
+    """Trains one tick while running (building the run Start asked for first). It draws nothing, so no element
+    is marked stale while it trains; last on the page, so a full run has drawn everything before it trains."""
+    if not lab.is_running() or not lab.may_train_now():
+        return
+    building = lab.is_building()
+    lab.tick()
+    if building or not lab.is_running():
+        st.rerun()                 # a new run (the whole page shows it), or finished or stopped: stop ticking
+
+
+trainer()

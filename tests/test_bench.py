@@ -1,6 +1,7 @@
 """The benchmark's verdicts (bench/): a missed target exits 1, all met exits 0; no heavy benchmark runs here."""
 import ast
 import importlib
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,27 @@ def test_the_benchmark_imports_nothing_from_the_tests():
         names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
         assert not [n for n in names if n.split(".")[0] in ("tests", "conftest", "browser_support", "gpt2_support")]
         assert "sys.path" not in path.read_text(), path.name
+
+
+def test_a_browsers_cpu_counts_every_process_of_its_tree_and_those_that_ended():
+    """The training tab's measure (bench/live.py): a child's child is in the tree, and a child that used CPU
+    and exited still counts (in its parent's reaped time)."""
+    import os
+    import subprocess
+    import sys
+    from bench.live import cpu_seconds, process_tree
+    sleeper = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                                "subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'])"])
+    try:
+        deadline = time.monotonic() + 20
+        while len(process_tree(sleeper.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(process_tree(sleeper.pid)) == 2 and sleeper.pid in process_tree(os.getpid())
+    finally:
+        for pid in process_tree(sleeper.pid) - {sleeper.pid}:
+            os.kill(pid, 15)
+        sleeper.wait(10)
+    before = cpu_seconds({os.getpid()}, reaped=True)
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"])
+    assert cpu_seconds({os.getpid()}, reaped=True) - before >= 0.45
+    assert cpu_seconds({os.getpid()}) < cpu_seconds({os.getpid()}, reaped=True)

@@ -1,4 +1,6 @@
 """The training lab, as a student drives it (AppTest; live ticks are driven by calling tick directly)."""
+import re
+
 import pytest
 import torch
 
@@ -27,20 +29,23 @@ def test_start_step_pause_reset_drive_a_real_run_whose_loss_falls():
     assert not at.exception and at.session_state["lab_running"]
     run = active(at)
     first_loss = run.history[0]["loss"]
-    for _ in range(4):                      # what the live fragment does every half second
+    for _ in range(4):                      # what the page's trainer does every half second
         run.tick()
-    at.run()
+    losses, evals = list(run.losses), list(run.evals)
+    at.run()                                # draws the run as those ticks left it, then its trainer ticks once
     assert len(run.history) > 10 and run.history[-1]["loss"] < 0.5 * first_loss
+    assert len(run.losses) > len(losses)
     spec, data = vega_chart_titled(at, "Loss")                   # updated in place at every tick (Vega-Lite)
     train, validation = data[data.series == "train"], data[data.series == "validation"]
-    assert list(train.step) == [s for s, _ in run.losses]                                        # every step
-    assert list(train.loss) == pytest.approx([loss for _, loss in run.losses])
-    assert list(validation.loss) == pytest.approx([e["val_loss"] for e in run.evals])
-    assert f"loss {run.losses[-1][1]:.3f}" in at.get("progress")[0].proto.text
+    assert list(train.step) == [s for s, _ in losses]                                            # every step
+    assert list(train.loss) == pytest.approx([loss for _, loss in losses])
+    assert list(validation.loss) == pytest.approx([e["val_loss"] for e in evals])
+    assert f"loss {losses[-1][1]:.3f}" in at.get("progress")[0].proto.text
+    steps = run.steps_done
     at.toggle(key="lab_log_scale").set_value(True).run()
     spec, _ = vega_chart_titled(at, "Loss")
     assert spec["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
-    assert f"step {run.steps_done} of 5000" in at.get("progress")[0].proto.text
+    assert f"step {steps} of 5000" in at.get("progress")[0].proto.text
     at.button(key="lab_pause").click().run()
     assert not at.session_state["lab_running"] and run.status == "paused"
     steps = run.steps_done
@@ -213,9 +218,11 @@ def test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_word
     _, attention = vega_chart_titled(at, "Attention snapshot")           # updated in place (Vega-Lite)
     assert len(attention) == 7 * 7 and list(attention.column[:7]) == [f"{i} {w}" for i, w in
                                                                        enumerate("sugar is sweet and so are you".split())]
-    pattern = run.snapshots[-1][1][0, 0]
+    # the page shows the run as its last tick left it (its trainer ticks once more after drawing)
+    shown = int(re.search(r"layer 0, head 0, at step (\d+)", page_text(at)).group(1))
+    assert shown == run.snapshots[-2][0] < run.snapshots[-1][0]
+    pattern = run.snapshots[-2][1][0, 0]
     assert list(attention.weight) == pytest.approx(pattern.flatten().tolist())
-    assert f"layer 0, head 0, at step {run.snapshots[-1][0]}" in page_text(at)
 
 
 def test_the_labs_setups_are_recipes_and_its_bounds_and_choices_come_from_the_models_own_constants():
@@ -280,3 +287,18 @@ def test_long_runs_tick_less_often_and_train_longer_per_tick():
         active(at).tick = lambda seconds, **_: asked.append(seconds) or True   # what the live tick asks for
         at.run()
         assert asked and asked[-1] == pytest.approx(lab_logic.TICK_DUTY * interval)   # a third of each interval
+
+
+def test_the_trainer_lets_a_script_run_with_queued_live_views_pass_once(monkeypatch):
+    """Fragment reruns that queued up run together, first asked first run: the trainer does not tick while
+    live views wait in the same run (they would stay greyed), but never passes twice in a row."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(lab_logic.st, "session_state", {})
+    runs = {"full run": None, "the trainer alone": ["trainer"], "queued together": ["trainer", "progress"]}
+    turns = []
+    for name in ["full run", "the trainer alone", "queued together", "queued together", "queued together",
+                 "the trainer alone"]:
+        context = SimpleNamespace(fragment_ids_this_run=runs[name])
+        monkeypatch.setattr(lab_logic, "get_script_run_ctx", lambda **_: context)
+        turns.append(lab_logic.may_train_now())
+    assert turns == [True, True, False, True, False, True]

@@ -32,14 +32,15 @@ def test_the_lab_page_trains_an_encoder_decoder_and_explores_it_on_its_page():
     run = at.session_state["lab_runs"][-1]
     for _ in range(3):
         run.tick()
-    at.run()
+    pattern, evals = run.snapshots[-1][1][0, 0].flatten().tolist(), list(run.evals)
+    at.run()                                # draws the run as those ticks left it, then its trainer ticks once
     assert not at.exception
     _, snapshot = vega_chart_titled(at, "Cross-attention snapshot")
     assert len(snapshot) == 8 * 7 and snapshot.row.nunique() == 8           # "le chat rouge voit une souris verte"
-    assert list(snapshot.weight) == pytest.approx(run.snapshots[-1][1][0, 0].flatten().tolist())
+    assert list(snapshot.weight) == pytest.approx(pattern)
     _, metrics = vega_chart_titled(at, "Accuracy, learning rate and gradient flow")
     exact = metrics[metrics.series == "held-out exact match"]
-    assert list(exact.value) == pytest.approx([e["exact_match"] for e in run.evals])
+    assert list(exact.value) == pytest.approx([e["exact_match"] for e in evals])
     at.button(key="lab_pause").click().run()
     at.button(key="lab_publish").click().run()
     assert not at.exception and "lab: run 1" in at.selectbox(key="model").options
@@ -55,15 +56,15 @@ def test_gradient_flow_shows_every_parameters_mean_and_largest_gradient_when_ope
     at.button(key="lab_start").click().run()
     run = at.session_state["lab_runs"][-1]
     run.tick()
+    grads = dict(run.model.named_parameters())["decoder_blocks.1.cross_attn.W_k.weight"].grad.abs().clone()
     at.session_state["lab_flow"] = True                       # the student opens the expander
-    at.run()
+    at.run()                                # draws the gradients of that tick, then its trainer ticks once more
     assert not at.exception
     figure = figure_titled(at, "Gradient flow at step")
     names = list(decode(figure["data"][0]["x"]))
     assert names == list(run.flow) and "decoder_blocks.1.cross_attn.W_k.weight" in names
     means, largest = decode(figure["data"][0]["y"]), decode(figure["data"][1]["y"])
     assert all(m <= x for m, x in zip(means, largest))
-    grads = dict(run.model.named_parameters())["decoder_blocks.1.cross_attn.W_k.weight"].grad.abs()
     i = names.index("decoder_blocks.1.cross_attn.W_k.weight")
     assert means[i] == pytest.approx(float(grads.mean()), rel=1e-5) and largest[i] == pytest.approx(float(grads.max()))
 

@@ -1,5 +1,6 @@
 """The keyed Plotly component: plotly.js served from static/, and st.plotly_chart when it cannot be."""
 import filecmp
+import hashlib
 import json
 
 import pytest
@@ -19,6 +20,10 @@ def test_the_served_plotly_js_is_the_plotly_package_own(fresh_provider):
     assert fresh_provider() is True
     assert filecmp.cmp(plotly_component.PLOTLY_JS, plotly_component.SHIPPED_JS, shallow=False)
     assert not list(plotly_component.STATIC.glob("*.part"))                 # no half-copied file left
+    # named after its content, dated long ago: browsers keep it (Streamlit sends no Cache-Control)
+    digest = hashlib.sha256(plotly_component.SHIPPED_JS.read_bytes()).hexdigest()
+    assert plotly_component.PLOTLY_JS.name == f"plotly-{digest[:16]}.min.js"
+    assert plotly_component.PLOTLY_JS.stat().st_mtime == plotly_component.LAST_MODIFIED
 
 
 def test_a_read_only_app_folder_falls_back_to_st_plotly_chart(fresh_provider, monkeypatch, tmp_path):

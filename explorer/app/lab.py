@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, replace
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from model.checkpoint import from_bytes, to_bytes
 
@@ -130,8 +131,16 @@ def messages() -> list[str]:
 
 
 def is_running() -> bool:
+    """Training, or about to: Start was pressed and the run is not finished (or is still being built)."""
+    if not st.session_state.get("lab_running"):
+        return False
     run = active_run()
-    return bool(st.session_state.get("lab_running")) and run is not None and not run.finished
+    return is_building() or (run is not None and not run.finished)
+
+
+def is_building() -> bool:
+    """Start asked for a new run that the trainer has not built yet (see `tick`)."""
+    return bool(st.session_state.get("lab_build"))
 
 
 def _make_run(replace_active: bool = False) -> Run | None:
@@ -162,14 +171,17 @@ def _wants_new_run() -> bool:
 
 
 def start() -> None:
-    """Start a new run (or resume the current one if its settings are unchanged)."""
-    if _wants_new_run() and _make_run() is None:
-        return
+    """Start a new run (or resume the current one if its settings are unchanged).
+
+    A new run's model and data take a second or more to build, so the button only asks for it and the next
+    tick builds it: a callback's work keeps every element of the page marked stale (greyed) until it returns,
+    while a tick runs after the page is drawn."""
+    st.session_state["lab_build"] = _wants_new_run()
     st.session_state["lab_running"] = True
 
 
 def pause() -> None:
-    st.session_state["lab_running"] = False
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     run = active_run()
     if run is not None and not run.finished:
         run.status = "paused"
@@ -177,19 +189,25 @@ def pause() -> None:
 
 def step_once() -> None:
     """Train one tick, then stay paused."""
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     if _wants_new_run() and _make_run() is None:
         return
-    st.session_state["lab_running"] = False
     tick()
 
 
 def reset() -> None:
-    st.session_state["lab_running"] = False
+    st.session_state["lab_running"] = st.session_state["lab_build"] = False
     _make_run(replace_active=active_run() is not None)
 
 
 def tick() -> None:
-    """One bounded slice of training for the active run (the live fragment calls this)."""
+    """One bounded slice of training for the active run (the page's trainer calls this); first builds the run
+    Start asked for, if any."""
+    if st.session_state.get("lab_build"):
+        st.session_state["lab_build"] = False
+        if _make_run() is None:                     # its message says why; the page shows it
+            st.session_state["lab_running"] = False
+            return
     run = active_run()
     if run is None:
         return
@@ -208,6 +226,18 @@ def tick() -> None:
         st.session_state["lab_running"] = False
         if run.publishable:          # a diverged run is explained on the page, never published
             publish()
+
+
+def may_train_now() -> bool:
+    """Whether the page's trainer may tick in this script run. Streamlit runs fragment reruns that queued up
+    while a run was busy together, first asked first run: live views queued after the trainer would stay stale
+    (greyed) while it trains. So the trainer lets such a run pass once, and ticks on its next turn.
+    (`fragment_ids_this_run` is Streamlit's script-run context: None or empty in a full run.)"""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    together = len((ctx.fragment_ids_this_run or []) if ctx else []) > 1
+    passed = st.session_state.get("lab_passed_turn", False)
+    st.session_state["lab_passed_turn"] = together and not passed
+    return not st.session_state["lab_passed_turn"]
 
 
 def pause_all() -> None:

@@ -14,11 +14,16 @@ Revisit when Streamlit releases keyed Plotly charts with a stable identity (stre
 `layout.chart` can call `st.plotly_chart(fig, key=key)` again and this module and `static/` can go.
 
 plotly.js comes from the `plotly` package itself (the same version that wrote the figure JSON), copied into
-`static/` and served by Streamlit's static file serving (`server.enableStaticServing` in the config);
-the browser loads it once per page load.
+`static/` and served by Streamlit's static file serving (`server.enableStaticServing` in the config).
+Streamlit 1.67 serves `app/static/` gzipped (its gzip middleware skips only its own `static/` bundles; 4.8 MB
+travel as 1.5 MB) with an ETag and a Last-Modified, but with no Cache-Control, and it answers a revalidation
+with the whole file again (no 304). So the copy is named after a hash of its content (a name's bytes never
+change) and dated 2020-01-01: browsers keep a file without Cache-Control for a tenth of its age since
+Last-Modified (heuristic freshness, RFC 9111 4.2.2), so later visits load it from their cache.
 """
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -30,8 +35,9 @@ import streamlit as st
 from explorer.plot import use_explorer_template
 
 STATIC = Path(__file__).resolve().parents[2] / "static"
-PLOTLY_JS = STATIC / "plotly.min.js"
 SHIPPED_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PLOTLY_JS = STATIC / f"plotly-{hashlib.sha256(SHIPPED_JS.read_bytes()).hexdigest()[:16]}.min.js"
+LAST_MODIFIED = 1577836800                 # 2020-01-01 UTC: the copy's date, so browsers cache it (see above)
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +54,7 @@ def provide_plotly_js() -> bool:
             STATIC.mkdir(exist_ok=True)
             partial = PLOTLY_JS.with_suffix(f".{os.getpid()}.part")
             shutil.copyfile(SHIPPED_JS, partial)
+            os.utime(partial, (LAST_MODIFIED, LAST_MODIFIED))
             os.replace(partial, PLOTLY_JS)
     except OSError as error:
         log.warning("cannot put plotly.js in %s (%s): charts fall back to st.plotly_chart", STATIC, error)
@@ -59,7 +66,7 @@ def provide_plotly_js() -> bool:
 # with Plotly.react (no new chart). A ResizeObserver follows the column's width (the sidebar opening, a
 # window resize); the cleanup runs when Streamlit unmounts the component.
 JS = """
-const SOURCE = new URL("app/static/plotly.min.js", document.baseURI).href;
+const SOURCE = new URL("app/static/PLOTLY_JS", document.baseURI).href;
 
 function loadPlotly() {
   if (!window.__explorerPlotly) {
@@ -102,7 +109,8 @@ export default function ({ parentElement, data }) {
 """
 
 use_explorer_template()          # after importing Streamlit, which sets its own default
-_component = st.components.v2.component("explorer_plotly", js=JS, html="", isolate_styles=False)
+_component = st.components.v2.component("explorer_plotly", js=JS.replace("PLOTLY_JS", PLOTLY_JS.name), html="",
+                                         isolate_styles=False)
 
 
 def plotly_chart(fig, key: str, config: dict, where=st) -> None:
