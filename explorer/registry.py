@@ -89,7 +89,8 @@ STEPS = [
                  ("decoder-position", "why_decoder_position"))),
 ]
 LAB = Page("training", "Training lab", "pages/training.py", ":material/model_training:",
-           "Train a small transformer live, watch it learn, then explore it.")
+           "Train a small transformer live, watch it learn, then explore it.",
+           fields=(("preset", "lab_preset"),), linked=("preset",))
 DISCOVER = Page("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
                 "Skills hidden in the model, found by searching its heads: guess first, then see.")
 ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",

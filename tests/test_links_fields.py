@@ -30,3 +30,16 @@ def test_a_link_reopens_the_attention_what_if():
     at.run()
     assert not at.exception and at.radio(key="attention_whatif").value == "mask"
     assert at.query_params["what-if"] == "mask"
+
+
+def test_a_link_opens_the_lab_on_its_preset_with_every_knob_set():
+    from explorer.lab.training import PRESETS
+    preset = "sort (encoder-decoder)"
+    at = open_page("training", preset=preset)
+    assert not at.exception and at.selectbox(key="lab_preset").value == preset
+    setup = PRESETS[preset][1]
+    assert at.radio(key="lab_task").value == setup.task
+    assert at.query_params["preset"] == preset
+    assert not [m for m in at.markdown if "Changed from the preset" in m.value]      # the preset, as itself
+    nonsense = open_page("training", preset="<b>nope</b>")
+    assert not nonsense.exception and nonsense.selectbox(key="lab_preset").value == next(iter(PRESETS))

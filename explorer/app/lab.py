@@ -70,8 +70,12 @@ def _setup_to_widgets(setup: LabSetup) -> None:
 
 def init_setup_widgets() -> None:
     """Give every setup widget its starting value (the first preset) once per session."""
-    if "lab_preset" not in st.session_state:
-        st.session_state["lab_preset"] = next(iter(PRESETS))
+    linked = "lab_preset" in st.session_state.get("_from_link", set())       # a link named a preset
+    if st.session_state.get("lab_preset") not in PRESETS:
+        st.session_state.pop("lab_preset", None)                            # not one of ours: the first
+    if "lab_preset" not in st.session_state or linked:
+        st.session_state.setdefault("lab_preset", next(iter(PRESETS)))
+        st.session_state.get("_from_link", set()).discard("lab_preset")
         _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
     st.session_state.setdefault("lab_runs", [])
     st.session_state.setdefault("lab_messages", [])

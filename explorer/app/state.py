@@ -201,6 +201,7 @@ def _apply_link_fields() -> None:
     for name, key in page.linked_keys.items():
         if name in waiting:
             st.session_state[key] = waiting.pop(name)
+            st.session_state.setdefault("_from_link", set()).add(key)       # a page may act on it (the lab's preset)
 
 
 def model_text(view: View, notices: list[str]) -> str:
