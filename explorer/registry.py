@@ -92,7 +92,8 @@ LAB = Page("training", "Training lab", "pages/training.py", ":material/model_tra
            "Train a small transformer live, watch it learn, then explore it.",
            fields=(("preset", "lab_preset"),), linked=("preset",))
 DISCOVER = Page("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
-                "Skills hidden in the model, found by searching its heads: guess first, then see.")
+                "Skills hidden in the model, found by searching its heads: guess first, then see.",
+                fields=(("card", "discovery_card"),), linked=("card",))
 ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
                        "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
                        "cross-attention.",

@@ -47,7 +47,14 @@ def draw(discovery: D.Discovery) -> None:
 
 
 cards = [*discover.cached_discoveries(name), D.diverging_card()]
-columns = [st.container()] if v.presenter else st.columns(2)
+one = st.session_state.get("discovery_card")         # a link (or a lesson) may open one card alone
+if one not in {card.key for card in cards}:
+    st.session_state.pop("discovery_card", None)
+else:
+    cards = [card for card in cards if card.key == one]
+    st.button("Show every card", key="discovery_every", icon=":material/grid_view:",
+              on_click=lambda: st.session_state.pop("discovery_card", None))
+columns = [st.container()] if v.presenter or one else st.columns(2)
 for i, card in enumerate(cards):
     with columns[i % len(columns)]:
         draw(card)

@@ -43,3 +43,13 @@ def test_a_link_opens_the_lab_on_its_preset_with_every_knob_set():
     assert not [m for m in at.markdown if "Changed from the preset" in m.value]      # the preset, as itself
     nonsense = open_page("training", preset="<b>nope</b>")
     assert not nonsense.exception and nonsense.selectbox(key="lab_preset").value == next(iter(PRESETS))
+
+
+def test_a_link_opens_one_discovery_card_and_one_click_shows_them_all():
+    at = open_page("discoveries", card="scaling")
+    assert not at.exception
+    radios = [r.key for r in at.radio]
+    assert radios == ["discovery_radio_scaling"] and at.query_params["card"] == "scaling"
+    at.button(key="discovery_every").click().run()
+    assert len([r for r in at.radio if r.key.startswith("discovery_radio_")]) > 1 and "card" not in at.query_params
+    assert not open_page("discoveries", card="nope").exception
