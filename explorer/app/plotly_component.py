@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 
 import plotly
+import plotly.io as pio
 import streamlit as st
 
 from explorer.plot import use_explorer_template
@@ -56,10 +57,16 @@ def provide_plotly_js() -> bool:
 
 
 # Runs for every chart update. The chart's div is created once per mounted component; later calls redraw it
-# with Plotly.react (no new chart). A ResizeObserver follows the column's width (the sidebar opening, a
-# window resize); the cleanup runs when Streamlit unmounts the component.
+# with Plotly.react (no new chart). Around it, one focusable element a screen reader announces by the chart's
+# sentence (explorer/chart_text.py); the SVG's own text (every tick, every cell) is hidden from it, and the
+# toolbar's buttons are out of the tab order. On a narrow column (a phone) `fit` adapts a copy of the figure to
+# the measured width first: long titles wrap, tick labels thin out or stand upright, cell labels that do not fit
+# their cell are left out (hover still shows every value), legends go below the plot. A ResizeObserver follows
+# the column's width (the sidebar opening, a phone turned); the cleanup runs when Streamlit unmounts it.
 JS = """
 const SOURCE = new URL("app/static/plotly.min.js", document.baseURI).href;
+const NARROW = 640;                       // px: below this a chart is fitted to its width
+const CHAR = 0.58;                        // a character's width in em, roughly, for the app's sans-serif font
 
 function loadPlotly() {
   if (!window.__explorerPlotly) {
@@ -75,22 +82,196 @@ function loadPlotly() {
   return window.__explorerPlotly;
 }
 
+const plainText = t => String(t ?? "").replace(/<br\\s*\\/?>/gi, " ").replace(/<[^>]+>/g, "")
+  .replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+
+// `text` (Plotly label text) broken into lines of at most `chars` characters, at spaces; (text, lines)
+function wrap(text, chars) {
+  const words = String(text).replace(/<br\\s*\\/?>/gi, " ").split(/\\s+/).filter(Boolean);
+  const lines = [];
+  for (const word of words) {
+    const last = lines.length ? lines[lines.length - 1] : null;
+    if (last !== null && plainText(last + " " + word).length <= chars) lines[lines.length - 1] = last + " " + word;
+    else lines.push(word);
+  }
+  return [lines.join("<br>"), Math.max(1, lines.length)];
+}
+
+const axisKey = (letter, ref) => letter + "axis" + String(ref || letter).slice(1);
+const longest = labels => Math.max(0, ...labels.map(l => plainText(l).length));
+
+// The plot area's width, roughly: the column less the row labels, margins and a colour bar.
+function plotWidth(layout, data, width, font) {
+  const rows = Object.keys(layout).filter(k => /^yaxis\\d*$/.test(k) && layout[k] && layout[k].showticklabels !== false)
+    .map(k => longest(layout[k].ticktext || []) * ((layout[k].tickfont && layout[k].tickfont.size) || font) * CHAR);
+  const scale = data.some(t => t.type === "heatmap") ? 80 : 0;
+  return Math.max(60, width - 30 - Math.max(20, ...rows) - scale);
+}
+
+// A copy of `figure` fitted to a `width` px wide column (the figure itself is left as the server sent it).
+function fit(figure, width) {
+  const layout = JSON.parse(JSON.stringify(figure.layout || {}));
+  const data = figure.data.map(trace => Object.assign({}, trace));
+  if (width >= NARROW) return {data, layout};
+  const font = (layout.font && layout.font.size) || 13;
+  const margin = layout.margin = Object.assign({l: 10, r: 10, t: 50, b: 10}, layout.margin);
+  let extraTop = 0;
+  // several panels side by side on one row axis (Q, K, V): stacked one above the other instead
+  const xaxes = Object.keys(layout).filter(k => /^xaxis\\d*$/.test(k)).sort();
+  const sideBySide = xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\\d+$/.test(k))
+    && data.every(t => !t.yaxis || t.yaxis === "y");
+  let height = layout.height || 450;
+  if (sideBySide) {
+    const n = xaxes.length, gapPx = 90;                 // room for a panel's ticks, axis title and the next title
+    const plot = (height - (margin.t || 0) - (margin.b || 0)) * 0.8;
+    const total = n * plot + (n - 1) * gapPx;
+    const share = plot / total, gap = gapPx / total;
+    const order = xaxes.map(k => ({k, x0: ((layout[k] || {}).domain || [0, 1])[0]})).sort((a, b) => a.x0 - b.x0);
+    const notes = (layout.annotations || []).filter(a => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom")
+      .sort((a, b) => a.x - b.x);
+    const base = layout.yaxis || {};
+    order.forEach(({k}, i) => {
+      const y = i === 0 ? "y" : "y" + (i + 1), top = 1 - i * (share + gap);
+      layout[axisKey("y", y)] = Object.assign({}, base, {domain: [Math.max(0, top - share), top],
+                                                         anchor: "x" + k.slice(5)});
+      layout[k] = Object.assign({}, layout[k], {domain: [0, 1], anchor: y});
+      data.filter(t => (t.xaxis || "x") === "x" + k.slice(5)).forEach(t => { t.yaxis = y; });
+      if (notes[i]) Object.assign(notes[i], {x: 0.5, y: top, xanchor: "center"});
+    });
+    height = Math.round((margin.t || 0) + (margin.b || 0) + total);
+  }
+  // the title: wrapped to the width left of the toolbar, above any panel titles
+  const title = layout.title && (typeof layout.title === "string" ? {text: layout.title} : layout.title);
+  let titleHeight = 0;
+  const panels = sideBySide ? 1 : Math.max(1, new Set(xaxes.map(k => JSON.stringify((layout[k] || {}).domain ||
+                                                                                    [0, 1]))).size);
+  let panelHeight = 0;
+  for (const note of layout.annotations || []) {
+    if (note.yref === "paper" && note.yanchor === "bottom" && note.showarrow === false && note.text) {
+      const size = (note.font && note.font.size) || font;
+      const share = panels > 1 ? plotWidth(layout, data, width, font) / Math.min(panels, 8) : width - 20;
+      const [text, lines] = wrap(note.text, Math.max(4, Math.floor(share / (size * CHAR))));
+      note.text = text;
+      if (note.y >= 1) panelHeight = Math.max(panelHeight, lines * size * 1.25 + 4);
+    }
+  }
+  let titleLift = 0;
+  if (title && title.text) {
+    const size = (title.font && title.font.size) || Math.round(font * 1.3);
+    const [text, lines] = wrap(title.text, Math.floor((width - 70) / (size * CHAR)));
+    layout.title = Object.assign({}, title, {text, x: 0, xref: "container", xanchor: "left", yref: "container",
+                                             yanchor: "top"});
+    titleLift = 8 + (lines > 1 ? 0.92 : 0.25) * size;    // plotly.js sets a title's first line this far too high
+    titleHeight = lines * size * 1.3 + 12;
+  }
+  if (titleHeight || panelHeight) {
+    const top = Math.ceil(titleHeight + panelHeight + 6);
+    extraTop = Math.max(0, top - margin.t);
+    margin.t = Math.max(margin.t, top);
+  }
+  // legends: below the plot, in rows
+  const legendShown = layout.showlegend !== false && data.filter(t => t.name && t.showlegend !== false).length > 1;
+  let extraBottom = 0;
+  if (legendShown && !(layout.legend && layout.legend.orientation === "h")) {
+    layout.legend = Object.assign({}, layout.legend, {orientation: "h", x: 0, xanchor: "left", y: 0,
+                                                      yref: "container", yanchor: "bottom"});
+    extraBottom = Math.ceil(data.filter(t => t.name && t.showlegend !== false).length / 2) * font * 1.6 + 10;
+    margin.b = (margin.b || 10) + extraBottom;
+  }
+  layout.height = height + extraTop + extraBottom;
+  if (titleLift) layout.title.y = 1 - titleLift / layout.height;
+  // the plot area, roughly: the width left after the row labels and a colour bar
+  const plotHeight = height - margin.t + extraTop - (margin.b - extraBottom) - 40;
+  for (const key of Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k))) {
+    const axis = layout[key];
+    if (!axis || !Array.isArray(axis.tickvals) || !Array.isArray(axis.ticktext) || axis.showticklabels === false)
+      continue;
+    const size = (axis.tickfont && axis.tickfont.size) || font;
+    const domain = axis.domain || [0, 1];
+    const isX = key[0] === "x";
+    const rows = isX ? 0 : longest(axis.ticktext) * size * CHAR;
+    const length = (isX ? plotWidth(layout, data, width, font) : plotHeight) * (domain[1] - domain[0]);
+    const gap = length / Math.max(1, axis.tickvals.length);
+    const wide = longest(axis.ticktext) * size * CHAR + 6;
+    const upright = Math.abs(axis.tickangle || 0) === 90;
+    const needed = isX && !upright ? wide : size * 1.35;
+    let every = 1;
+    if (gap < needed) {
+      if (isX && !upright && gap >= size * 1.35 && axis.ticktext.some(t => isNaN(Number(t)))) axis.tickangle = -90;
+      else every = Math.ceil(needed / gap);
+    }
+    if (every > 1) {
+      axis.tickvals = axis.tickvals.filter((_, i) => i % every === 0);
+      axis.ticktext = axis.ticktext.filter((_, i) => i % every === 0);
+    }
+  }
+  // cell labels a cell cannot hold are left out
+  for (const trace of data) {
+    if (trace.type !== "heatmap" || !trace.texttemplate) continue;
+    const axis = layout[axisKey("x", trace.xaxis)] || {};
+    const domain = axis.domain || [0, 1];
+    const z = trace.z;
+    const columns = Array.isArray(z) && Array.isArray(z[0]) ? z[0].length :
+                    (z && z.shape ? Number(String(z.shape).split(",").pop()) : 1);
+    const yaxis = layout[axisKey("y", trace.yaxis)] || {};
+    const labelsWidth = longest(yaxis.ticktext || []) * font * CHAR;
+    const cell = plotWidth(layout, data, width, font) * (domain[1] - domain[0]) / Math.max(1, columns);
+    const size = (trace.textfont && trace.textfont.size) || font;
+    if (cell < 4.2 * size * CHAR + 4) trace.texttemplate = "";
+  }
+  return {data, layout};
+}
+
+// Keyboard and screen reader: the toolbar's buttons leave the tab order (the chart itself is one stop).
+function quietToolbar(plot) {
+  plot.querySelectorAll(".modebar-btn, .modebar a").forEach(b => b.setAttribute("tabindex", "-1"));
+}
+
 export default function ({ parentElement, data }) {
+  let frame = parentElement.querySelector(".explorer-chart");
   let plot = parentElement.querySelector(".explorer-plot");
-  if (!plot) {
+  if (!frame) {
+    frame = document.createElement("div");
+    frame.className = "explorer-chart";
+    frame.setAttribute("role", "figure");
+    frame.setAttribute("tabindex", "0");
     plot = document.createElement("div");
     plot.className = "explorer-plot";
-    parentElement.appendChild(plot);
+    plot.setAttribute("aria-hidden", "true");        // its SVG text is every tick and cell: the label says it
+    frame.appendChild(plot);
+    parentElement.appendChild(frame);
   }
+  frame.setAttribute("aria-label", data.label || "Chart");
   const figure = JSON.parse(data.figure);
+  plot.__figure = figure;
+  plot.__config = data.config;
+  plot.dataset.drawn = "no";
   plot.style.minHeight = (figure.layout.height || 450) + "px";       // keep the space while plotly.js loads
-  loadPlotly().then(Plotly => Plotly.react(plot, figure.data, figure.layout, data.config)).then(() => {
+  const draw = () => {
+    const width = parentElement.clientWidth || 800;
+    plot.__width = width;
+    const fitted = fit(plot.__figure, width);
+    return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
+      plot.style.minHeight = (fitted.layout.height || 450) + "px";
+      quietToolbar(plot);
+      plot.dataset.drawn = "yes";
+    });
+  };
+  plot.__draw = draw;
+  loadPlotly().then(draw).then(() => {
     if (!plot.__watcher) {
       // a chart hidden at that moment cannot be measured: it is resized when shown again
-      plot.__watcher = new ResizeObserver(() => window.Plotly.Plots.resize(plot).catch(() => {}));
+      plot.__watcher = new ResizeObserver(() => {
+        const width = parentElement.clientWidth;
+        if (!width) return;
+        const crossed = (width < NARROW) !== (plot.__width < NARROW);
+        if ((width < NARROW && Math.abs(width - plot.__width) > 16) || crossed) plot.__draw().catch(() => {});
+        else window.Plotly.Plots.resize(plot).catch(() => {});
+      });
       plot.__watcher.observe(parentElement);
     }
   }).catch(() => {
+    plot.dataset.drawn = "yes";
     plot.textContent = "This chart could not be drawn: the page could not load its chart library. " +
                        "Reload the page to try again.";
   });
@@ -101,15 +282,20 @@ export default function ({ parentElement, data }) {
 }
 """
 
+# The chart's keyboard focus: a ring in the text colour (dark on light, light on dark), 3:1 against either page.
+CSS = """.explorer-chart:focus-visible { outline: 3px solid currentColor; outline-offset: 2px; border-radius: 2px; }"""
+
 use_explorer_template()          # after importing Streamlit, which sets its own default
-_component = st.components.v2.component("explorer_plotly", js=JS, html="", isolate_styles=False)
+_component = st.components.v2.component("explorer_plotly", js=JS, css=CSS, html="", isolate_styles=False)
 
 
-def plotly_chart(fig, key: str, config: dict, where=st) -> None:
-    """Draw `fig` in `where` (a container, a column; by default where the page is) as the chart named `key`:
-    the same key on the next run updates the same chart in place."""
+def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st) -> None:
+    """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`) in `where` (a container, a column; by default where
+    the page is) as the chart named `key`, announced to a screen reader as `label`: the same key on the next run
+    updates the same chart in place."""
     if not provide_plotly_js():
-        where.plotly_chart(fig, config=config, key=f"chart_{key}")
+        where.plotly_chart(figure, config=config, key=f"chart_{key}", alt=label, theme=None)
         return
     with contextlib.nullcontext() if where is st else where:
-        _component(data={"figure": fig.to_json(), "config": config}, key=f"chart_{key}")
+        _component(data={"figure": pio.to_json(figure, validate=False), "config": config, "label": label},
+                   key=f"chart_{key}")
