@@ -24,7 +24,8 @@ CHARTS_DRAWN = """() => [...document.querySelectorAll('.stElementContainer[class
 
 # For every chart: the visible text elements' boxes (hover labels excluded: they appear under the finger) and the
 # chart's own box. Two texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when
-# it reaches more than `slack` pixels outside the chart's box or the window.
+# it reaches more than `slack` pixels outside the chart's box, or outside the window unless its frame scrolls sideways
+# (a diagram of boxes keeps its drawn width on a phone: its frame scrolls, the page does not).
 MEASURE = """slack => {
   const overlaps = [], cut = [];
   const visible = el => {
@@ -36,6 +37,10 @@ MEASURE = """slack => {
   };
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
     const box = plot.querySelector('.main-svg').getBoundingClientRect();
+    const frame = plot.closest('.explorer-chart');
+    const scrolls = frame && getComputedStyle(frame).overflowX === 'auto';
+    if (frame && frame.getBoundingClientRect().right > window.innerWidth + slack)
+      cut.push([name, '(the chart is wider than the window)']);
     const name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
     const texts = [...plot.querySelectorAll('svg text')]
       .filter(t => !t.closest('.hoverlayer') && t.textContent.trim() && visible(t))
@@ -43,7 +48,8 @@ MEASURE = """slack => {
       .filter(t => t.r.width > 0 && t.r.height > 0);
     for (const t of texts) {
       if (t.r.left < box.left - slack || t.r.right > box.right + slack || t.r.top < box.top - slack ||
-          t.r.bottom > box.bottom + slack || t.r.left < -slack || t.r.right > window.innerWidth + slack)
+          t.r.bottom > box.bottom + slack ||
+          !scrolls && (t.r.left < -slack || t.r.right > window.innerWidth + slack))
         cut.push([name, t.text]);
     }
     for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {

@@ -66,6 +66,7 @@ def provide_plotly_js() -> bool:
 JS = """
 const SOURCE = new URL("app/static/plotly.min.js", document.baseURI).href;
 const NARROW = 640;                       // px: below this a chart is fitted to its width
+const DIAGRAM = 720;                      // px: a diagram's width on a narrow screen (its frame scrolls)
 const CHAR = 0.58;                        // a character's width in em, roughly, for the app's sans-serif font
 
 function loadPlotly() {
@@ -108,19 +109,35 @@ function plotWidth(layout, data, width, font) {
   return Math.max(60, width - 30 - Math.max(20, ...rows) - scale);
 }
 
+// A diagram (boxes and arrows: every axis hidden) keeps its drawn width; on a phone its frame scrolls sideways.
+const isDiagram = layout => {
+  const axes = Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k));
+  return axes.length > 0 && axes.every(k => layout[k] && layout[k].visible === false);
+};
+
+// Rows a horizontal legend of these names takes in `width` px.
+function legendRows(names, width, font) {
+  let rows = 1, x = 0;
+  for (const name of names) {
+    const item = plainText(name).length * font * CHAR + 44;
+    if (x && x + item > width) { rows += 1; x = 0; }
+    x += item;
+  }
+  return rows;
+}
+
 // A copy of `figure` fitted to a `width` px wide column (the figure itself is left as the server sent it).
 function fit(figure, width) {
   const layout = JSON.parse(JSON.stringify(figure.layout || {}));
   const data = figure.data.map(trace => Object.assign({}, trace));
-  if (width >= NARROW) return {data, layout};
+  if (width >= NARROW || isDiagram(layout)) return {data, layout};
   const font = (layout.font && layout.font.size) || 13;
   const margin = layout.margin = Object.assign({l: 10, r: 10, t: 50, b: 10}, layout.margin);
-  let extraTop = 0;
-  // several panels side by side on one row axis (Q, K, V): stacked one above the other instead
+  let height = layout.height || 450;
   const xaxes = Object.keys(layout).filter(k => /^xaxis\\d*$/.test(k)).sort();
+  // several panels side by side on one row axis (Q, K, V): stacked one above the other instead
   const sideBySide = xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\\d+$/.test(k))
     && data.every(t => !t.yaxis || t.yaxis === "y");
-  let height = layout.height || 450;
   if (sideBySide) {
     const n = xaxes.length, gapPx = 90;                 // room for a panel's ticks, axis title and the next title
     const plot = (height - (margin.t || 0) - (margin.b || 0)) * 0.8;
@@ -140,22 +157,35 @@ function fit(figure, width) {
     });
     height = Math.round((margin.t || 0) + (margin.b || 0) + total);
   }
-  // the title: wrapped to the width left of the toolbar, above any panel titles
-  const title = layout.title && (typeof layout.title === "string" ? {text: layout.title} : layout.title);
-  let titleHeight = 0;
-  const panels = sideBySide ? 1 : Math.max(1, new Set(xaxes.map(k => JSON.stringify((layout[k] || {}).domain ||
-                                                                                    [0, 1]))).size);
+  const columns = sideBySide ? 1 : Math.max(1, new Set(xaxes.map(k => JSON.stringify((layout[k] || {}).domain ||
+                                                                                     [0, 1]))).size);
+  const plotW = plotWidth(layout, data, width, font);
+  // panel titles (annotations over a panel): wrapped to their panel's width
   let panelHeight = 0;
   for (const note of layout.annotations || []) {
     if (note.yref === "paper" && note.yanchor === "bottom" && note.showarrow === false && note.text) {
       const size = (note.font && note.font.size) || font;
-      const share = panels > 1 ? plotWidth(layout, data, width, font) / Math.min(panels, 8) : width - 20;
-      const [text, lines] = wrap(note.text, Math.max(4, Math.floor(share / (size * CHAR))));
+      const share = (columns > 1 ? plotW / Math.min(columns, 8) : width - 20) * 0.9;
+      const word = Math.max(...plainText(note.text).split(/\s+/).map(w => w.length));
+      const fitted = Math.max(9, Math.min(size, Math.floor(share / (word * CHAR * 1.08))));   // bold is wider
+      note.font = Object.assign({}, note.font, {size: fitted});
+      const [text, lines] = wrap(note.text, Math.max(4, Math.floor(share / (fitted * CHAR * 1.08))));
       note.text = text;
       if (note.y >= 1) panelHeight = Math.max(panelHeight, lines * size * 1.25 + 4);
     }
   }
-  let titleLift = 0;
+  // a legend: in rows between the title and the plot (below, it would meet the axis title)
+  const named = data.filter(t => t.name && t.showlegend !== false).map(t => t.name);
+  let legendHeight = 0;
+  if (layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
+    const size = (layout.legend && layout.legend.font && layout.legend.font.size) || font;
+    legendHeight = legendRows(named, plotW, size) * size * 1.9 + 10;
+    layout.legend = Object.assign({}, layout.legend, {orientation: "h", x: 0, xanchor: "left", xref: "paper",
+                                                      y: 1, yref: "paper", yanchor: "bottom"});
+  }
+  // the title: wrapped to the width left of the toolbar, at the top
+  const title = layout.title && (typeof layout.title === "string" ? {text: layout.title} : layout.title);
+  let titleHeight = 0, titleLift = 0;
   if (title && title.text) {
     const size = (title.font && title.font.size) || Math.round(font * 1.3);
     const [text, lines] = wrap(title.text, Math.floor((width - 70) / (size * CHAR)));
@@ -164,62 +194,110 @@ function fit(figure, width) {
     titleLift = 8 + (lines > 1 ? 0.92 : 0.25) * size;    // plotly.js sets a title's first line this far too high
     titleHeight = lines * size * 1.3 + 12;
   }
-  if (titleHeight || panelHeight) {
-    const top = Math.ceil(titleHeight + panelHeight + 6);
+  let extraTop = 0;
+  if (titleHeight || panelHeight || legendHeight) {
+    const top = Math.ceil(titleHeight + legendHeight + panelHeight + 6);
     extraTop = Math.max(0, top - margin.t);
     margin.t = Math.max(margin.t, top);
   }
-  // legends: below the plot, in rows
-  const legendShown = layout.showlegend !== false && data.filter(t => t.name && t.showlegend !== false).length > 1;
-  let extraBottom = 0;
-  if (legendShown && !(layout.legend && layout.legend.orientation === "h")) {
-    layout.legend = Object.assign({}, layout.legend, {orientation: "h", x: 0, xanchor: "left", y: 0,
-                                                      yref: "container", yanchor: "bottom"});
-    extraBottom = Math.ceil(data.filter(t => t.name && t.showlegend !== false).length / 2) * font * 1.6 + 10;
-    margin.b = (margin.b || 10) + extraBottom;
-  }
-  layout.height = height + extraTop + extraBottom;
+  layout.height = height + extraTop;
   if (titleLift) layout.title.y = 1 - titleLift / layout.height;
-  // the plot area, roughly: the width left after the row labels and a colour bar
-  const plotHeight = height - margin.t + extraTop - (margin.b - extraBottom) - 40;
+  // colour bars: their title along the bar, not over its top number
+  const upright = bar => Object.assign({}, bar, {title: Object.assign({}, (bar || {}).title, {side: "right"})});
+  for (const key of Object.keys(layout).filter(k => /^coloraxis\\d*$/.test(k)))
+    layout[key] = Object.assign({}, layout[key], {colorbar: upright((layout[key] || {}).colorbar)});
+  data.filter(t => t.type === "heatmap" && !t.coloraxis).forEach(t => { t.colorbar = upright(t.colorbar); });
+  // tick labels: upright, or every k-th, where they would run into each other
+  const plotHeight = layout.height - margin.t - (margin.b || 0) - 40;
+  const rowNames = JSON.stringify((layout.yaxis || {}).ticktext || null);
+  if (data.some(t => t.type === "bar" && (!t.xaxis || t.xaxis === "x"))) layout.xaxis = layout.xaxis || {};
   for (const key of Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k))) {
     const axis = layout[key];
-    if (!axis || !Array.isArray(axis.tickvals) || !Array.isArray(axis.ticktext) || axis.showticklabels === false)
+    if (!axis || axis.showticklabels === false) continue;
+    const isX = key[0] === "x";
+    if (isX && columns > 2 && JSON.stringify(axis.ticktext || null) === rowNames) {
+      axis.showticklabels = false;        // a grid of square panels: the rows already name the same tokens
       continue;
+    }
     const size = (axis.tickfont && axis.tickfont.size) || font;
     const domain = axis.domain || [0, 1];
-    const isX = key[0] === "x";
-    const rows = isX ? 0 : longest(axis.ticktext) * size * CHAR;
-    const length = (isX ? plotWidth(layout, data, width, font) : plotHeight) * (domain[1] - domain[0]);
+    const length = (isX ? plotW : plotHeight) * (domain[1] - domain[0]);
+    const named = axis.title && (typeof axis.title === "string" ? {text: axis.title} : axis.title);
+    if (named && named.text) {                       // the axis title wrapped to the axis' length
+      const titleSize = (named.font && named.font.size) || font;
+      axis.title = Object.assign({}, named, {text: wrap(named.text, Math.max(6, Math.floor(length /
+                                                                              (titleSize * CHAR))))[0]});
+    }
+    if (!Array.isArray(axis.tickvals) || !Array.isArray(axis.ticktext)) {
+      // categories (bar charts of tokens): upright when there are more than a few
+      const names = [...new Set(data.filter(t => (t[isX ? "xaxis" : "yaxis"] || key[0]) === key[0] + key.slice(5))
+        .flatMap(t => (t.type === "bar" && Array.isArray(t[key[0]]) ? t[key[0]] : [])))];
+      if (isX && names.length && names.some(n => typeof n === "string") &&
+          names.length * (longest(names) * size * CHAR + 6) > length) {
+        axis.tickangle = -90;
+        axis.ticklabelstandoff = 8;                  // clear of the row axis' lowest number
+      }
+      continue;
+    }
     const gap = length / Math.max(1, axis.tickvals.length);
     const wide = longest(axis.ticktext) * size * CHAR + 6;
-    const upright = Math.abs(axis.tickangle || 0) === 90;
-    const needed = isX && !upright ? wide : size * 1.35;
+    const standing = Math.abs(axis.tickangle || 0) === 90;
+    const needed = isX && !standing ? wide : size * 1.35;
     let every = 1;
     if (gap < needed) {
-      if (isX && !upright && gap >= size * 1.35 && axis.ticktext.some(t => isNaN(Number(t)))) axis.tickangle = -90;
-      else every = Math.ceil(needed / gap);
+      if (isX && !standing && gap >= size * 1.6 && axis.ticktext.some(t => isNaN(Number(t)))) {
+        axis.tickangle = -90;
+        axis.ticklabelstandoff = 8;
+      } else every = Math.ceil(needed / gap);
     }
     if (every > 1) {
       axis.tickvals = axis.tickvals.filter((_, i) => i % every === 0);
       axis.ticktext = axis.ticktext.filter((_, i) => i % every === 0);
     }
   }
-  // cell labels a cell cannot hold are left out
+  // cell labels a cell cannot hold are left out (hover still shows every value)
   for (const trace of data) {
     if (trace.type !== "heatmap" || !trace.texttemplate) continue;
-    const axis = layout[axisKey("x", trace.xaxis)] || {};
-    const domain = axis.domain || [0, 1];
+    const domain = (layout[axisKey("x", trace.xaxis)] || {}).domain || [0, 1];
     const z = trace.z;
-    const columns = Array.isArray(z) && Array.isArray(z[0]) ? z[0].length :
-                    (z && z.shape ? Number(String(z.shape).split(",").pop()) : 1);
-    const yaxis = layout[axisKey("y", trace.yaxis)] || {};
-    const labelsWidth = longest(yaxis.ticktext || []) * font * CHAR;
-    const cell = plotWidth(layout, data, width, font) * (domain[1] - domain[0]) / Math.max(1, columns);
+    const n = Array.isArray(z) && Array.isArray(z[0]) ? z[0].length :
+              (z && z.shape ? Number(String(z.shape).split(",").pop()) : 1);
+    const cell = plotW * (domain[1] - domain[0]) / Math.max(1, n);
+    const texts = Array.isArray(trace.text) ? trace.text.flat() : [];
+    const chars = texts.length ? longest(texts) : 4;
     const size = (trace.textfont && trace.textfont.size) || font;
-    if (cell < 4.2 * size * CHAR + 4) trace.texttemplate = "";
+    if (cell < chars * size * CHAR + 4) trace.texttemplate = "";
+  }
+  // text on bars too thin to hold it is left out (hover still shows it)
+  const bars = data.filter(t => t.type === "bar" && t.orientation !== "h");
+  for (const trace of bars) {
+    if (!trace.text && !trace.texttemplate) continue;
+    const n = Math.max(1, ...bars.map(t => (Array.isArray(t.x) ? t.x.length : 1)));
+    const barWidth = plotW / n / bars.length * 0.8;
+    const texts = Array.isArray(trace.text) ? trace.text : [trace.text || "100%"];
+    const size = (trace.textfont && trace.textfont.size) || font;
+    if (barWidth < longest(texts) * size * CHAR + 2) { trace.text = null; trace.texttemplate = ""; }
   }
   return {data, layout};
+}
+
+// Labels of points (a map of words) that would cover another label are hidden, the later trace's first: what
+// is drawn is measured, so this holds at any width and after a zoom. Hover still names every point.
+function declutter(plot) {
+  const kept = [...plot.querySelectorAll("svg text")].filter(t => !t.closest(".textpoint") && !t.closest(".hoverlayer"))
+    .map(t => t.getBoundingClientRect()).filter(r => r.width > 0);
+  const overlaps = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
+                             Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  const traces = [...plot.querySelectorAll(".scatterlayer .trace")].reverse();
+  for (const trace of traces) {
+    for (const text of trace.querySelectorAll(".textpoint text")) {
+      text.style.display = "";
+      const r = text.getBoundingClientRect();
+      if (!text.textContent.trim() || r.width === 0) continue;
+      if (kept.some(k => overlaps(k, r))) text.style.display = "none";
+      else kept.push(r);
+    }
+  }
 }
 
 // Keyboard and screen reader: the toolbar's buttons leave the tab order (the chart itself is one stop).
@@ -250,10 +328,18 @@ export default function ({ parentElement, data }) {
   const draw = () => {
     const width = parentElement.clientWidth || 800;
     plot.__width = width;
+    const wide = width < NARROW && isDiagram(plot.__figure.layout || {});
+    plot.style.minWidth = wide ? DIAGRAM + "px" : "";       // a diagram keeps its width: its frame scrolls
+    frame.style.overflowX = wide ? "auto" : "";
     const fitted = fit(plot.__figure, width);
     return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";
       quietToolbar(plot);
+      if (!isDiagram(fitted.layout)) declutter(plot);
+      if (!plot.__afterplot) {                      // a zoom or a resize redraws the labels: declutter again
+        plot.__afterplot = () => { if (!isDiagram(plot.layout || {})) declutter(plot); quietToolbar(plot); };
+        plot.on("plotly_afterplot", plot.__afterplot);
+      }
       plot.dataset.drawn = "yes";
     });
   };
