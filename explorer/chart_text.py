@@ -203,9 +203,15 @@ def _parts(fig) -> list[str]:
     return parts
 
 
+def _notes(fig) -> list[str]:
+    """A diagram's words (boxes and arrows drawn with text notes), when it has no data to describe."""
+    notes = [plain(a.text) for a in fig.layout.annotations or () if a.text]
+    return [", ".join(notes)] if notes else []
+
+
 def describe(fig, lead: str | None = None) -> str:
     """One short sentence about `fig` from its data: its title, then each trace (at most MAX_PARTS of them)."""
-    parts = _parts(fig)
+    parts = _parts(fig) or _notes(fig)
     shown = parts[:MAX_PARTS] + ([f"and {len(parts) - MAX_PARTS} more"] if len(parts) > MAX_PARTS else [])
     title = _title(fig) or "Chart: " + ", ".join(plain(t.name) for t in fig.data if t.name)
     body = "; ".join(shown)

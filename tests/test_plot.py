@@ -34,6 +34,9 @@ def test_every_chart_offers_a_presentation_size_download(slug):
     assert configs, f"{slug} drew no chart"
     for config in configs:
         assert config["displayModeBar"] == "hover" and config["displaylogo"] is False
+        # nothing that sends a class's data to Plotly's servers or links there; only what a student uses
+        assert config["showSendToCloud"] is False and config["showEditInChartStudio"] is False
+        assert config["showLink"] is False and config["modeBarButtons"] == [["toImage", "resetScale2d"]]
         image = config["toImageButtonOptions"]
         assert image["format"] == "png" and image["width"] == 1920 and image["height"] >= 1080
         assert image["scale"] == 1 and image["filename"] == f"transformer-explorer-{slug}"

@@ -63,7 +63,7 @@ def provide_plotly_js() -> bool:
 # the measured width first: long titles wrap, tick labels thin out or stand upright, cell labels that do not fit
 # their cell are left out (hover still shows every value), legends go below the plot. A ResizeObserver follows
 # the column's width (the sidebar opening, a phone turned); the cleanup runs when Streamlit unmounts it.
-JS = """
+JS = r"""
 const SOURCE = new URL("app/static/plotly.min.js", document.baseURI).href;
 const NARROW = 640;                       // px: below this a chart is fitted to its width
 const DIAGRAM = 720;                      // px: a diagram's width on a narrow screen (its frame scrolls)
@@ -83,12 +83,12 @@ function loadPlotly() {
   return window.__explorerPlotly;
 }
 
-const plainText = t => String(t ?? "").replace(/<br\\s*\\/?>/gi, " ").replace(/<[^>]+>/g, "")
+const plainText = t => String(t ?? "").replace(/<br\s*\/?>/gi, " ").replace(/<[^>]+>/g, "")
   .replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
 
 // `text` (Plotly label text) broken into lines of at most `chars` characters, at spaces; (text, lines)
 function wrap(text, chars) {
-  const words = String(text).replace(/<br\\s*\\/?>/gi, " ").split(/\\s+/).filter(Boolean);
+  const words = String(text).replace(/<br\s*\/?>/gi, " ").split(/\s+/).filter(Boolean);
   const lines = [];
   for (const word of words) {
     const last = lines.length ? lines[lines.length - 1] : null;
@@ -103,7 +103,7 @@ const longest = labels => Math.max(0, ...labels.map(l => plainText(l).length));
 
 // The plot area's width, roughly: the column less the row labels, margins and a colour bar.
 function plotWidth(layout, data, width, font) {
-  const rows = Object.keys(layout).filter(k => /^yaxis\\d*$/.test(k) && layout[k] && layout[k].showticklabels !== false)
+  const rows = Object.keys(layout).filter(k => /^yaxis\d*$/.test(k) && layout[k] && layout[k].showticklabels !== false)
     .map(k => longest(layout[k].ticktext || []) * ((layout[k].tickfont && layout[k].tickfont.size) || font) * CHAR);
   const scale = data.some(t => t.type === "heatmap") ? 80 : 0;
   return Math.max(60, width - 30 - Math.max(20, ...rows) - scale);
@@ -111,7 +111,7 @@ function plotWidth(layout, data, width, font) {
 
 // A diagram (boxes and arrows: every axis hidden) keeps its drawn width; on a phone its frame scrolls sideways.
 const isDiagram = layout => {
-  const axes = Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k));
+  const axes = Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k));
   return axes.length > 0 && axes.every(k => layout[k] && layout[k].visible === false);
 };
 
@@ -134,9 +134,9 @@ function fit(figure, width) {
   const font = (layout.font && layout.font.size) || 13;
   const margin = layout.margin = Object.assign({l: 10, r: 10, t: 50, b: 10}, layout.margin);
   let height = layout.height || 450;
-  const xaxes = Object.keys(layout).filter(k => /^xaxis\\d*$/.test(k)).sort();
+  const xaxes = Object.keys(layout).filter(k => /^xaxis\d*$/.test(k)).sort();
   // several panels side by side on one row axis (Q, K, V): stacked one above the other instead
-  const sideBySide = xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\\d+$/.test(k))
+  const sideBySide = xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\d+$/.test(k))
     && data.every(t => !t.yaxis || t.yaxis === "y");
   if (sideBySide) {
     const n = xaxes.length, gapPx = 90;                 // room for a panel's ticks, axis title and the next title
@@ -204,14 +204,14 @@ function fit(figure, width) {
   if (titleLift) layout.title.y = 1 - titleLift / layout.height;
   // colour bars: their title along the bar, not over its top number
   const upright = bar => Object.assign({}, bar, {title: Object.assign({}, (bar || {}).title, {side: "right"})});
-  for (const key of Object.keys(layout).filter(k => /^coloraxis\\d*$/.test(k)))
+  for (const key of Object.keys(layout).filter(k => /^coloraxis\d*$/.test(k)))
     layout[key] = Object.assign({}, layout[key], {colorbar: upright((layout[key] || {}).colorbar)});
   data.filter(t => t.type === "heatmap" && !t.coloraxis).forEach(t => { t.colorbar = upright(t.colorbar); });
   // tick labels: upright, or every k-th, where they would run into each other
   const plotHeight = layout.height - margin.t - (margin.b || 0) - 40;
   const rowNames = JSON.stringify((layout.yaxis || {}).ticktext || null);
   if (data.some(t => t.type === "bar" && (!t.xaxis || t.xaxis === "x"))) layout.xaxis = layout.xaxis || {};
-  for (const key of Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k))) {
+  for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k))) {
     const axis = layout[key];
     if (!axis || axis.showticklabels === false) continue;
     const isX = key[0] === "x";
