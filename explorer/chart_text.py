@@ -187,7 +187,15 @@ def drawn(trace) -> bool:
         x is None for x in np.asarray(_array(trace.x), dtype=object).ravel())
 
 
+def diagram(fig) -> bool:
+    """A drawing of boxes and arrows (every axis hidden): described by its words, with no table of numbers."""
+    axes = [fig.layout[k] for k in fig.layout if k.startswith(("xaxis", "yaxis"))] or [fig.layout.xaxis]
+    return all(axis.visible is False for axis in axes)
+
+
 def _parts(fig) -> list[str]:
+    if diagram(fig):
+        return []
     parts, kinds = [], [t.type for t in fig.data]
     for n, trace in enumerate(fig.data):
         if drawn(trace):
@@ -203,10 +211,32 @@ def _parts(fig) -> list[str]:
     return parts
 
 
+def _labelled_points(fig) -> list[Table]:
+    """A diagram's labelled points as tables: text traces drawn at the same places side by side (chips: each
+    token over its id), in reading order."""
+    groups: dict[tuple, Table] = {}
+    for n, trace in enumerate(fig.data):
+        if trace.type not in ("scatter", "scattergl") or "text" not in (trace.mode or "") or trace.text is None:
+            continue
+        words = [plain(t) for t in np.atleast_1d(np.asarray(trace.text, dtype=object)).ravel()]
+        xs = tuple(np.round(_floats(trace.x).ravel(), 3)) if trace.x is not None else tuple(range(len(words)))
+        if xs not in groups:
+            groups[xs] = Table(_title(fig) or _panel_name(fig, trace, n), [], [[] for _ in words])
+        table = groups[xs]
+        table.columns.append(_panel_name(fig, trace, n))
+        for row, word in zip(table.rows, words):
+            row.append(word)
+    return list(groups.values())
+
+
 def _notes(fig) -> list[str]:
-    """A diagram's words (boxes and arrows drawn with text notes), when it has no data to describe."""
-    notes = [plain(a.text) for a in fig.layout.annotations or () if a.text]
-    return [", ".join(notes)] if notes else []
+    """A diagram's words (its notes, and its labelled points: "the (117), cat (27)"), when it has no data."""
+    notes = list(dict.fromkeys(plain(a.text) for a in fig.layout.annotations or () if a.text))
+    for table in _labelled_points(fig):
+        notes += [row[0] + (f" ({', '.join(w for w in row[1:] if w)})" if any(row[1:]) else "")
+                  for row in table.rows if row and any(c.isalnum() for c in row[0])]     # not a drawn "+"
+    shown = notes[:12] + ([f"and {len(notes) - 12} more"] if len(notes) > 12 else [])
+    return [", ".join(shown)] if notes else []
 
 
 def describe(fig, lead: str | None = None) -> str:
@@ -218,6 +248,11 @@ def describe(fig, lead: str | None = None) -> str:
     return " ".join(s for s in (f"{title}.", f"{lead}." if lead else "", f"{body}." if body else "") if s)
 
 
+def has_tables(fig) -> bool:
+    """Whether `tables(fig)` has anything to show (cheap: the tables themselves are built only when asked)."""
+    return bool(tables(fig)) if diagram(fig) else any(not drawn(t) for t in fig.data)
+
+
 def _rounded(values) -> list:
     return [round(float(v), DECIMALS) if math.isfinite(v) else float("nan") for v in values]
 
@@ -227,6 +262,8 @@ def tables(fig) -> list[Table]:
     side by side, one column per trace (labelled points: one row per point, with x and y)."""
     out: list[Table] = []
     shared: dict[tuple, Table] = {}
+    if diagram(fig):
+        return [t for t in _labelled_points(fig) if len({row[0] for row in t.rows}) > 1]
     for n, trace in enumerate(fig.data):
         if drawn(trace):
             continue

@@ -13,7 +13,7 @@ from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
 from explorer.app.state import link_to, section_key, use_example
-from explorer.chart_text import describe, tables
+from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
 from explorer.app.plotly_component import plotly_chart
 from explorer.view import View, escape, example_sentence, quote  # noqa: F401  (pages import quote from here)
@@ -135,8 +135,9 @@ def chart(fig, where=st, *, key: str, description: str | None = None) -> None:
     figure = fig.to_dict()
     figure["layout"]["template"] = chart_template()
     plotly_chart(figure, key, chart_config(fig), describe(fig, description), where)
-    with contextlib.nullcontext() if where is st else where:
-        table_panel(fig, key)
+    if has_tables(fig):
+        with contextlib.nullcontext() if where is st else where:
+            table_panel(fig, key)
 
 
 def table_panel(fig, key: str) -> None:
