@@ -14,7 +14,8 @@ PHONE = {"width": 390, "height": 844}
 # Every page and tab; the encoder-decoder page with a model it explains, the lab with one finished run would need
 # training (its Plotly charts are checked through the same component elsewhere).
 VIEWS = [(slug, label) for slug, page in BY_SLUG.items() for label in (page.labels or [None])]
-QUERY = {"encoder-decoder": {"model": "translate", "text": "the red cat sleeps"}}
+QUERY = {"encoder-decoder": {"model": "translate", "text": "the red cat sleeps"},
+         "prediction": {"token": 3}}                 # an earlier token: its chart marks the word that came next
 
 # Every chart on the page drawn: each chart's component (a keyed element "chart_...") holds a plot that has finished
 # drawing (data-drawn, set by explorer/app/plotly_component.py after any relayout for the width).
