@@ -47,10 +47,10 @@ def _template(paper: str, ink: str, faded: str, grid: str, colorway: list[str], 
     ))
 
 
-TEMPLATE = _template("white", INK, FADED, GRID, COLORWAY, "#d5dae5")
+TEMPLATE = _template("#ffffff", INK, FADED, GRID, COLORWAY, "#d5dae5")
 # Streamlit's dark theme's background; text and grid chosen for at least 4.5:1 and 3:1 on it
 DARK_TEMPLATE = _template("#0e1117", "#fafafa", "#c9ccd6", "#31333f", DARK_COLORWAY, "#555867")
-HIGH_CONTRAST = _template("white", "#000000", "#000000", "#8a8a8a", COLORWAY, "#000000")
+HIGH_CONTRAST = _template("#ffffff", "#000000", "#000000", "#8a8a8a", COLORWAY, "#000000")
 DARK_HIGH_CONTRAST = _template("#000000", "#ffffff", "#ffffff", "#8a8a8a", DARK_COLORWAY, "#ffffff")
 TEMPLATES = {("light", False): TEMPLATE, ("dark", False): DARK_TEMPLATE, ("light", True): HIGH_CONTRAST,
              ("dark", True): DARK_HIGH_CONTRAST}
