@@ -95,7 +95,7 @@ function wrap(text, chars) {
     if (last !== null && plainText(last + " " + word).length <= chars) lines[lines.length - 1] = last + " " + word;
     else lines.push(word);
   }
-  return [lines.join("<br>"), Math.max(1, lines.length)];
+  return [lines.join(" <br>"), Math.max(1, lines.length)];      // the space keeps words apart in the text
 }
 
 const axisKey = (letter, ref) => letter + "axis" + String(ref || letter).slice(1);
