@@ -281,23 +281,34 @@ function fit(figure, width) {
   return {data, layout};
 }
 
-// Labels of points (a map of words) that would cover another label are hidden, the later trace's first: what
-// is drawn is measured, so this holds at any width and after a zoom. Hover still names every point.
+// Labels of points (a map of words) that would cover another label move aside or are hidden: the last trace
+// (your sentence, drawn on top) first, each of its labels tried above, below, right and left of its point; the
+// others' labels only stay where they are free. What is drawn is measured, so this holds at any width and after
+// a zoom. Hover still names every point.
 function declutter(plot) {
   const kept = [...plot.querySelectorAll("svg text")].filter(t => !t.closest(".textpoint") && !t.closest(".hoverlayer"))
     .map(t => t.getBoundingClientRect()).filter(r => r.width > 0);
   const overlaps = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
                              Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  const free = r => !kept.some(k => overlaps(k, r));
   const traces = [...plot.querySelectorAll(".scatterlayer .trace")].reverse();
-  for (const trace of traces) {
+  traces.forEach((trace, n) => {
     for (const text of trace.querySelectorAll(".textpoint text")) {
       text.style.display = "";
-      const r = text.getBoundingClientRect();
+      text.removeAttribute("transform");
+      let r = text.getBoundingClientRect();
       if (!text.textContent.trim() || r.width === 0) continue;
-      if (kept.some(k => overlaps(k, r))) text.style.display = "none";
-      else kept.push(r);
+      const h = r.height, w = r.width;
+      const moves = n === 0 ? [[0, 0], [0, h + 8], [w / 2 + 10, h / 2 + 4], [-(w / 2 + 10), h / 2 + 4]] : [[0, 0]];
+      const place = moves.find(([dx, dy]) => {
+        if (dx || dy) text.setAttribute("transform", `translate(${dx},${dy})`);
+        r = text.getBoundingClientRect();
+        return free(r);
+      });
+      if (place) kept.push(r);
+      else { text.removeAttribute("transform"); text.style.display = "none"; }
     }
-  }
+  });
 }
 
 // Keyboard and screen reader: the toolbar's buttons leave the tab order (the chart itself is one stop).
