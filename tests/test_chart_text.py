@@ -136,7 +136,9 @@ def test_every_chart_on_every_tab_is_announced_by_a_sentence_from_its_data(slug)
         for figure, sentence in _announced(at):
             fig = go.Figure(figure)
             title = plain(fig.layout.title.text) if fig.layout.title.text else ""
-            assert sentence == describe(fig), (slug, label)        # recomputed from the figure the browser draws
+            generic = describe(fig)                                 # recomputed from the figure the browser draws
+            assert sentence == generic or (sentence.startswith(f"{title}. Layer ")   # attention: the chosen row first
+                                           and sentence.endswith(generic.removeprefix(f"{title}."))), (slug, label)
             assert sentence.startswith(title) and len(sentence) > len(title) + 2, (slug, label, sentence)
 
 
@@ -158,3 +160,17 @@ def test_the_prediction_chart_opens_as_a_table_with_the_same_probabilities():
     top = probs.topk(len(tokens))
     np.testing.assert_allclose(frame["probability at temperature 1"], top.values.numpy(), atol=1e-4)
     assert tokens == [visible(bundle.tokenizer.vocab[i]) for i in top.indices.tolist()]
+
+
+def test_the_attention_page_leads_its_charts_with_the_chosen_querys_row():
+    at = show_section(open_page("attention", layer=1, head=2, token=7, open_math=False), "attention",
+                      "Who looks at whom")
+    bundle = bundled("tinytales")
+    ids = prepare_text(bundle.tokenizer, DEFAULT_SENTENCE, bundle.model.cfg.max_len).ids
+    row = bundle.model.run(ids)["pattern", 1][0, 2, 7, :8].double()                 # query 7 ("it") reads 0..7
+    key = int(row.argmax())
+    tokens = DEFAULT_SENTENCE.split()
+    lead = f"Layer 1, head 2: “it” (7) attends most to “{tokens[key]}” ({key}) ({float(row[key]):.2f})"
+    sentences = [label for _, label in _announced(at)]
+    assert len(sentences) == 2 and all(lead in s for s in sentences)
+    assert sentences[0].startswith("Attention pattern of layer 1 head 2. " + lead)

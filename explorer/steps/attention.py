@@ -14,7 +14,7 @@ from model.transformer import Trace
 
 from explorer import memo
 from explorer.steps import whatif as W
-from explorer.plot import MASKED, SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
+from explorer.plot import MASKED, SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label, visible
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 from explorer.steps.whatif import Experiment
@@ -446,6 +446,15 @@ def read_row(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
     if query == 0:
         text += " It is the first token, so it can only look at itself."
     return text
+
+
+def head_sentence(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
+    """The chosen query's row in one plain sentence, for a screen reader (no Markdown): "Layer 1, head 2: “it”
+    attends most to “dog” (0.91), then “the” (0.05)"."""
+    top = [(i, w) for i, w in top_keys(trace, layer, head, query) if w >= SHOWN_WEIGHT]
+    said = [f"“{visible(v.tokens[i])}” ({i}) ({w:.2f})" for i, w in top]
+    return (f"Layer {layer}, head {head}: “{visible(v.tokens[query])}” ({query}) attends most to {said[0]}"
+            + (", then " + ", ".join(said[1:]) if said[1:] else ""))
 
 
 def math_lines(v: View, trace: Trace, layer: int, head: int, query: int, key: int, terms: int = 4) -> list[str]:
