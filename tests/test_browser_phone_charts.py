@@ -1,4 +1,5 @@
-"""Every chart on a phone (390 x 844): no two pieces of chart text on top of each other, and none cut off.
+"""Every chart on a phone (390 x 844), and on a projector in presenter mode (1366 x 768): no two pieces of chart
+text on top of each other, and none cut off.
 
 Opens every page and every tab the registry lists, waits for its charts to be drawn, and reads the bounding box
 of each text element plotly.js drew (titles, tick labels, cell labels, legend entries, annotations, colour bars)
@@ -9,7 +10,7 @@ import pytest
 from browser_support import open_view
 from explorer.registry import BY_SLUG
 
-PHONE = {"width": 390, "height": 844}
+SIZES = {"phone": ({"width": 390, "height": 844}, {}), "projector": ({"width": 1366, "height": 768}, {"presenter": 1})}
 
 # Every page and tab; the encoder-decoder page with a model it explains, the lab with one finished run would need
 # training (its Plotly charts are checked through the same component elsewhere).
@@ -64,9 +65,9 @@ MEASURE = """slack => {
 }"""
 
 
-def measure_view(page, app_url, slug, section) -> dict:
-    """Open one view at phone size and measure its charts' text."""
-    query = dict(QUERY.get(slug, {}), **({"section": section} if section else {}))
+def measure_view(page, app_url, slug, section, **extra) -> dict:
+    """Open one view and measure its charts' text."""
+    query = dict(QUERY.get(slug, {}), **extra, **({"section": section} if section else {}))
     open_view(page, app_url, slug, **query)
     page.wait_for_function(CHARTS_DRAWN)
     page.evaluate("() => document.fonts.ready")
@@ -74,21 +75,21 @@ def measure_view(page, app_url, slug, section) -> dict:
     return page.evaluate(MEASURE, 2)
 
 
-@pytest.fixture(scope="module")
-def phone(chromium):
-    context = chromium.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+@pytest.mark.parametrize("size", SIZES)
+def test_no_chart_text_overlaps_or_is_cut_on_a_phone_or_a_projector(size, chromium, app_url):
+    viewport, query = SIZES[size]
+    phone = size == "phone"
+    context = chromium.new_context(viewport=viewport, has_touch=phone, is_mobile=phone)
     page = context.new_page()
     page.set_default_timeout(60_000)
-    yield page
-    context.close()
-
-
-def test_no_chart_text_overlaps_or_is_cut_on_a_phone(phone, app_url):
     found = {}
-    for slug, section in VIEWS:
-        result = measure_view(phone, app_url, slug, section)
-        assert phone.locator("[data-testid='stException']").count() == 0, (slug, section)
-        found[(slug, section)] = result
+    try:
+        for slug, section in VIEWS:
+            result = measure_view(page, app_url, slug, section, **query)
+            assert page.locator("[data-testid='stException']").count() == 0, (slug, section)
+            found[(slug, section)] = result
+    finally:
+        context.close()
     charts = sum(r["charts"] for r in found.values())
     overlaps = {view: r["overlaps"] for view, r in found.items() if r["overlaps"]}
     cut = {view: r["cut"] for view, r in found.items() if r["cut"]}
@@ -96,7 +97,7 @@ def test_no_chart_text_overlaps_or_is_cut_on_a_phone(phone, app_url):
         if r["overlaps"] or r["cut"]:
             print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
                   f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
-    print(f"{len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
+    print(f"{size}: {len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
           f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views")
     assert charts >= 30
     assert not overlaps, overlaps

@@ -126,17 +126,18 @@ function legendRows(names, width, font) {
   return rows;
 }
 
-// A copy of `figure` fitted to a `width` px wide column (the figure itself is left as the server sent it).
+// A copy of `figure` fitted to a `width` px wide column (the figure itself is left as the server sent it): at any
+// width, text that would not fit wraps, thins out or is left out; on a narrow one (a phone) panels stack too.
 function fit(figure, width) {
   const layout = JSON.parse(JSON.stringify(figure.layout || {}));
   const data = figure.data.map(trace => Object.assign({}, trace));
-  if (width >= NARROW || isDiagram(layout)) return {data, layout};
+  const narrow = width < NARROW;          // a phone: panels stack and legends move; any width: text must fit
   const font = (layout.font && layout.font.size) || 13;
   const margin = layout.margin = Object.assign({l: 10, r: 10, t: 50, b: 10}, layout.margin);
   let height = layout.height || 450;
   const xaxes = Object.keys(layout).filter(k => /^xaxis\d*$/.test(k)).sort();
   // several panels side by side on one row axis (Q, K, V): stacked one above the other instead
-  const sideBySide = xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\d+$/.test(k))
+  const sideBySide = narrow && xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\d+$/.test(k))
     && data.every(t => !t.yaxis || t.yaxis === "y");
   if (sideBySide) {
     const n = xaxes.length, gapPx = 90;                 // room for a panel's ticks, axis title and the next title
@@ -177,7 +178,7 @@ function fit(figure, width) {
   // a legend: in rows between the title and the plot (below, it would meet the axis title)
   const named = data.filter(t => t.name && t.showlegend !== false).map(t => t.name);
   let legendHeight = 0;
-  if (layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
+  if (narrow && layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
     const size = (layout.legend && layout.legend.font && layout.legend.font.size) || font;
     legendHeight = legendRows(named, plotW, size) * size * 1.9 + 10;
     layout.legend = Object.assign({}, layout.legend, {orientation: "h", x: 0, xanchor: "left", xref: "paper",
@@ -189,14 +190,14 @@ function fit(figure, width) {
   if (title && title.text) {
     const size = (title.font && title.font.size) || Math.round(font * 1.3);
     const [text, lines] = wrap(title.text, Math.floor((width - 70) / (size * CHAR)));
+    titleHeight = lines * size * 1.3 + 12;
     layout.title = Object.assign({}, title, {text, x: 0, xref: "container", xanchor: "left", yref: "container",
                                              yanchor: "top"});
-    titleLift = 8 + (lines > 1 ? 0.92 : 0.25) * size;    // plotly.js sets a title's first line this far too high
-    titleHeight = lines * size * 1.3 + 12;
+    titleLift = 8 + (lines > 1 ? 0.92 : 0.25) * size;      // plotly.js sets a title's first line this far too high
   }
   let extraTop = 0;
   if (titleHeight || panelHeight || legendHeight) {
-    const top = Math.ceil(titleHeight + legendHeight + panelHeight + 6);
+    const top = Math.ceil(titleHeight + legendHeight + panelHeight + 6 + font * 0.6);   // + half a top tick label
     extraTop = Math.max(0, top - margin.t);
     margin.t = Math.max(margin.t, top);
   }
@@ -208,20 +209,26 @@ function fit(figure, width) {
     layout[key] = Object.assign({}, layout[key], {colorbar: upright((layout[key] || {}).colorbar)});
   data.filter(t => t.type === "heatmap" && !t.coloraxis).forEach(t => { t.colorbar = upright(t.colorbar); });
   // tick labels: upright, or every k-th, where they would run into each other
-  const plotHeight = layout.height - margin.t - (margin.b || 0) - 40;
+  // the plot's height, roughly: less the x axes' labels (tall when they stand upright) and titles, measured
+  // after the x axes are done (they come first below)
+  let below = 0;
+  const plotHeight = () => layout.height - margin.t - (margin.b || 0) - below - 10;
   const rowNames = JSON.stringify((layout.yaxis || {}).ticktext || null);
   if (data.some(t => t.type === "bar" && (!t.xaxis || t.xaxis === "x"))) layout.xaxis = layout.xaxis || {};
-  for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k))) {
+  const axes = Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).sort((a, b) => a[0] === b[0] ? 0 :
+                                                                                     a[0] === "x" ? -1 : 1);
+  for (const key of axes) {
     const axis = layout[key];
-    if (!axis || axis.showticklabels === false) continue;
     const isX = key[0] === "x";
+    if (!isX && !below) below = font * 2;
+    if (!axis || axis.showticklabels === false) continue;
     if (isX && columns > 2 && JSON.stringify(axis.ticktext || null) === rowNames) {
       axis.showticklabels = false;        // a grid of square panels: the rows already name the same tokens
       continue;
     }
     const size = (axis.tickfont && axis.tickfont.size) || font;
     const domain = axis.domain || [0, 1];
-    const length = (isX ? plotW : plotHeight) * (domain[1] - domain[0]);
+    const length = (isX ? plotW : plotHeight()) * (domain[1] - domain[0]);
     const named = axis.title && (typeof axis.title === "string" ? {text: axis.title} : axis.title);
     if (named && named.text) {                       // the axis title wrapped to the axis' length
       const titleSize = (named.font && named.font.size) || font;
@@ -237,6 +244,8 @@ function fit(figure, width) {
         axis.tickangle = -90;
         axis.ticklabelstandoff = 8;                  // clear of the row axis' lowest number
       }
+      if (isX) below = Math.max(below, (axis.tickangle === -90 ? longest(names) * size * CHAR + 8 : size * 1.5) +
+                                       (named && named.text ? size * 2 : 0));
       continue;
     }
     const gap = length / Math.max(1, axis.tickvals.length);
@@ -253,6 +262,11 @@ function fit(figure, width) {
     if (every > 1) {
       axis.tickvals = axis.tickvals.filter((_, i) => i % every === 0);
       axis.ticktext = axis.ticktext.filter((_, i) => i % every === 0);
+    }
+    if (isX) {
+      const up = Math.abs(axis.tickangle || 0) === 90;
+      below = Math.max(below, (up ? longest(axis.ticktext) * size * CHAR + 8 : size * 1.5) +
+                              (named && named.text ? size * 2 : 0));
     }
   }
   // cell labels a cell cannot hold are left out (hover still shows every value)
@@ -342,7 +356,7 @@ export default function ({ parentElement, data }) {
     const wide = width < NARROW && isDiagram(plot.__figure.layout || {});
     plot.style.minWidth = wide ? DIAGRAM + "px" : "";       // a diagram keeps its width: its frame scrolls
     frame.style.overflowX = wide ? "auto" : "";
-    const fitted = fit(plot.__figure, width);
+    const fitted = fit(plot.__figure, wide ? DIAGRAM : width);
     return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";
       quietToolbar(plot);
