@@ -86,16 +86,20 @@ function loadPlotly() {
 const plainText = t => String(t ?? "").replace(/<br\s*\/?>/gi, " ").replace(/<[^>]+>/g, "")
   .replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
 
-// `text` (Plotly label text) broken into lines of at most `chars` characters, at spaces; (text, lines)
+// `text` (Plotly label text) broken into lines of at most `chars` characters, at spaces (its own line breaks kept);
+// (text, lines)
 function wrap(text, chars) {
-  const words = String(text).replace(/<br\s*\/?>/gi, " ").split(/\s+/).filter(Boolean);
-  const lines = [];
-  for (const word of words) {
-    const last = lines.length ? lines[lines.length - 1] : null;
-    if (last !== null && plainText(last + " " + word).length <= chars) lines[lines.length - 1] = last + " " + word;
-    else lines.push(word);
+  const out = [];
+  for (const part of String(text).split(/<br\s*\/?>/i)) {
+    const lines = [];
+    for (const word of part.split(/\s+/).filter(Boolean)) {
+      const last = lines.length ? lines[lines.length - 1] : null;
+      if (last !== null && plainText(last + " " + word).length <= chars) lines[lines.length - 1] = last + " " + word;
+      else lines.push(word);
+    }
+    out.push(...(lines.length ? lines : [""]));
   }
-  return [lines.join(" <br>"), Math.max(1, lines.length)];      // the space keeps words apart in the text
+  return [out.join(" <br>"), Math.max(1, out.length)];      // the space keeps words apart in the text
 }
 
 const axisKey = (letter, ref) => letter + "axis" + String(ref || letter).slice(1);
@@ -211,8 +215,8 @@ function fit(figure, width) {
   // tick labels: upright, or every k-th, where they would run into each other
   // the plot's height, roughly: less the x axes' labels (tall when they stand upright) and titles, measured
   // after the x axes are done (they come first below)
-  let below = 0;
-  const plotHeight = () => layout.height - margin.t - (margin.b || 0) - below - 10;
+  let below = 0, grow = 0;
+  const plotHeight = () => layout.height + grow - margin.t - (margin.b || 0) - below - 10;
   const rowNames = JSON.stringify((layout.yaxis || {}).ticktext || null);
   if (data.some(t => t.type === "bar" && (!t.xaxis || t.xaxis === "x"))) layout.xaxis = layout.xaxis || {};
   const axes = Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).sort((a, b) => a[0] === b[0] ? 0 :
@@ -222,7 +226,7 @@ function fit(figure, width) {
     const isX = key[0] === "x";
     if (!isX && !below) below = font * 2;
     if (!axis || axis.showticklabels === false) continue;
-    if (isX && columns > 2 && JSON.stringify(axis.ticktext || null) === rowNames) {
+    if (narrow && isX && columns > 2 && JSON.stringify(axis.ticktext || null) === rowNames) {
       axis.showticklabels = false;        // a grid of square panels: the rows already name the same tokens
       continue;
     }
@@ -243,6 +247,7 @@ function fit(figure, width) {
           names.length * (longest(names) * size * CHAR + 6) > length) {
         axis.tickangle = -90;
         axis.ticklabelstandoff = 8;                  // clear of the row axis' lowest number
+        grow = Math.max(grow, longest(names) * size * CHAR - size * 1.5);
       }
       if (isX) below = Math.max(below, (axis.tickangle === -90 ? longest(names) * size * CHAR + 8 : size * 1.5) +
                                        (named && named.text ? size * 2 : 0));
@@ -257,6 +262,7 @@ function fit(figure, width) {
       if (isX && !standing && gap >= size * 1.6 && axis.ticktext.some(t => isNaN(Number(t)))) {
         axis.tickangle = -90;
         axis.ticklabelstandoff = 8;
+        grow = Math.max(grow, longest(axis.ticktext) * size * CHAR - size * 1.5);   // the plot keeps its height
       } else every = Math.ceil(needed / gap);
     }
     if (every > 1) {
@@ -291,6 +297,10 @@ function fit(figure, width) {
     const texts = Array.isArray(trace.text) ? trace.text : [trace.text || "100%"];
     const size = (trace.textfont && trace.textfont.size) || font;
     if (barWidth < longest(texts) * size * CHAR + 2) { trace.text = null; trace.texttemplate = ""; }
+  }
+  if (grow) {                              // labels stood upright: the figure grows by them, its plot does not shrink
+    layout.height = Math.round(layout.height + grow);
+    if (titleLift) layout.title.y = 1 - titleLift / layout.height;
   }
   return {data, layout};
 }
