@@ -20,22 +20,46 @@ SEQUENTIAL = "Viridis"
 # The look of Streamlit's own chart theme (its font, left-aligned bold titles, light grid, axes that make room
 # for their labels, its categorical colours), written out: our charts are drawn by plotly.js directly
 # (explorer/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
-# for a projector.
+# for a projector. One template per page theme (light, dark) and a high-contrast variant of each, for a
+# washed-out projector: `template_for` picks one.
 FONT = '"Source Sans", "Source Sans Pro", sans-serif'
 INK, FADED, GRID = "#111111", "#3d4050", "#e6eaf1"
 COLORWAY = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a", "#6d3fc0",
             "#d5dae5"]
-_AXIS = dict(gridcolor=GRID, zerolinecolor=GRID, tickcolor=GRID, linecolor=GRID, automargin=True,
-             tickfont=dict(color=FADED), title=dict(font=dict(color=FADED)))
-TEMPLATE = go.layout.Template(layout=dict(
-    font=dict(family=FONT, color=INK), colorway=COLORWAY, paper_bgcolor="white", plot_bgcolor="white",
-    title=dict(x=0, xanchor="left", font=dict(weight=600, color=INK)),
-    xaxis=dict(_AXIS, showgrid=False, zeroline=False, title_standoff=12),
-    yaxis=dict(_AXIS, title_standoff=16),
-    legend=dict(font=dict(color=FADED)),
-    hoverlabel=dict(bgcolor="white", bordercolor="#d5dae5", font=dict(family=FONT, color=INK)),
-    coloraxis=dict(colorbar=dict(thickness=16, outlinewidth=0, tickfont=dict(color=FADED))),
-))
+DARK_COLORWAY = ["#83c9ff", "#0068c9", "#ffabab", "#ff2b2b", "#7defa1", "#29b09d", "#ffd16a", "#ff8700", "#b28ff0",
+                 "#d5dae5"]
+MASKED = "#BBBBBB"   # a masked attention cell (no value), on every chart and theme: a grey outside every colour scale
+
+
+def _template(paper: str, ink: str, faded: str, grid: str, colorway: list[str], line: str) -> go.layout.Template:
+    axis = dict(gridcolor=grid, zerolinecolor=grid, tickcolor=grid, linecolor=grid, automargin=True,
+                tickfont=dict(color=faded), title=dict(font=dict(color=faded)))
+    return go.layout.Template(layout=dict(
+        font=dict(family=FONT, color=ink), colorway=colorway, paper_bgcolor=paper, plot_bgcolor=paper,
+        title=dict(x=0, xanchor="left", font=dict(weight=600, color=ink)),
+        xaxis=dict(axis, showgrid=False, zeroline=False, title_standoff=12),
+        yaxis=dict(axis, title_standoff=16),
+        legend=dict(font=dict(color=faded)),
+        hoverlabel=dict(bgcolor=paper, bordercolor=line, font=dict(family=FONT, color=ink)),
+        annotationdefaults=dict(font=dict(color=ink)),
+        coloraxis=dict(colorbar=dict(thickness=16, outlinewidth=0, tickfont=dict(color=faded),
+                                     title=dict(font=dict(color=faded)))),
+    ))
+
+
+TEMPLATE = _template("#ffffff", INK, FADED, GRID, COLORWAY, "#d5dae5")
+# Streamlit's dark theme's background; text and grid chosen for at least 4.5:1 and 3:1 on it
+DARK_TEMPLATE = _template("#0e1117", "#fafafa", "#c9ccd6", "#31333f", DARK_COLORWAY, "#555867")
+HIGH_CONTRAST = _template("#ffffff", "#000000", "#000000", "#8a8a8a", COLORWAY, "#000000")
+DARK_HIGH_CONTRAST = _template("#000000", "#ffffff", "#ffffff", "#8a8a8a", DARK_COLORWAY, "#ffffff")
+TEMPLATES = {("light", False): TEMPLATE, ("dark", False): DARK_TEMPLATE, ("light", True): HIGH_CONTRAST,
+             ("dark", True): DARK_HIGH_CONTRAST}
+
+
+def template_for(theme: str | None, high_contrast: bool = False) -> go.layout.Template:
+    """The charts' template for the page's theme ("light" or "dark"; anything else is light), in its
+    high-contrast variant when asked."""
+    return TEMPLATES[("dark" if theme == "dark" else "light", bool(high_contrast))]
 
 
 def use_explorer_template() -> None:

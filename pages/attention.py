@@ -49,10 +49,11 @@ if who.open:
             st.subheader(f"Who attends to whom: layer {layer}, head {head}")
             st.markdown(A.read_row(v, trace, layer, head, query))
         big, lines = st.columns([3, 2]) if side_by_side else (st.container(), st.container())
-        chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern")
+        said = A.head_sentence(v, trace, layer, head, query)           # what a screen reader hears first
+        chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern", description=said)
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
-        chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines")
+        chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines", description=said)
         lines.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",
                         icon=BY_SLUG["why"].icon)
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}, drawn on top. A line's width and opacity are "

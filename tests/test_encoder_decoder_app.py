@@ -43,7 +43,9 @@ def test_every_tab_runs_on_real_numbers():
     assert (decode(enc["data"][0]["z"]) > 0).all()                              # no causal mask in the encoder
     show_section(at, "encoder-decoder", "Decoder self-attention")
     dec = np.asarray(decode(figure_titled(at, "Decoder self-attention")["data"][0]["z"]))
-    assert np.allclose(np.triu(dec, 1), 0)                                        # the decoder's causal mask
+    future = np.triu(np.ones(dec.shape, dtype=bool), 1)
+    assert np.isnan(dec[future].astype(float)).all()                             # the decoder's causal mask: grey,
+    assert np.allclose(dec[~future].astype(float).reshape(-1).sum(), dec.shape[0])  # rows of weights adding to 1
     show_section(at, "encoder-decoder", "Decoding step by step")
     assert not at.exception
     steps = at.dataframe[-2].value                          # after the "what this model knows" lexicon

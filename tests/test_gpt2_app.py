@@ -122,7 +122,13 @@ def test_the_every_head_map_holds_each_heads_real_pattern_at_its_place(gpt2):
     patterns = gpt2.model.run(gpt2.tokenizer.encode(LONG))
     for layer, head in [(0, 0), (7, 5), (11, 11), (3, 9)]:
         block = z[layer * 33: layer * 33 + 32, head * 33: head * 33 + 32]
-        np.testing.assert_allclose(block, patterns[f"blocks.{layer}.attn.pattern"][0, head].numpy(), atol=1e-6)
+        future = np.triu(np.ones((32, 32), dtype=bool), 1)                 # masked cells: no value, grey
+        np.testing.assert_allclose(block[~future], patterns[f"blocks.{layer}.attn.pattern"][0, head].numpy()[~future],
+                                   atol=1e-6)
+        assert np.isnan(block[future]).all()
+        grey = np.asarray(decode(figure["data"][1]["z"]), dtype=float)[layer * 33: layer * 33 + 32,
+                                                                       head * 33: head * 33 + 32]
+        assert (grey[future] == 1).all() and np.isnan(grey[~future]).all()
     assert np.isnan(z[32]).all() and np.isnan(z[:, 32]).all()          # the blank line between thumbnails
     (box,) = figure["layout"]["shapes"]
     assert (box["x0"], box["y0"]) == (5 * 33 - 0.5, 7 * 33 - 0.5)      # the chosen head is outlined

@@ -7,6 +7,7 @@ import torch
 from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
 from explorer.app import lab as lab_logic
 from explorer.lab import training
+from explorer.plot import MASKED
 from explorer.lab.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
 from model.checkpoint import from_bytes, load_bundled, to_bytes
 
@@ -215,7 +216,9 @@ def test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_word
     assert [run.tokenizer.vocab[i] for i in run.probe_ids] == "sugar is sweet and so are you".split()
     assert run.snapshots[-1][1].shape[-1] == 7                   # (layers, heads, 7, 7)
     assert run.samples[-1][1].startswith("sugar is sweet")
-    _, attention = vega_chart_titled(at, "Attention snapshot")           # updated in place (Vega-Lite)
+    spec, attention = vega_chart_titled(at, "Attention snapshot")        # updated in place (Vega-Lite)
+    assert list(attention.masked) == [c > r for r in range(7) for c in range(7)]   # later tokens: masked,
+    assert spec["encoding"]["color"]["condition"]["value"] == MASKED                # the grey of every chart
     assert len(attention) == 7 * 7 and list(attention.column[:7]) == [f"{i} {w}" for i, w in
                                                                        enumerate("sugar is sweet and so are you".split())]
     # the page shows the run as its last tick left it (its trainer ticks once more after drawing)

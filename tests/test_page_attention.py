@@ -9,7 +9,7 @@ import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
 from explorer.steps import attention as A
-from explorer.plot import token_label
+from explorer.plot import MASKED, token_label
 from explorer.app.state import DEFAULT_SENTENCE, View
 from explorer.steps import whatif as W
 from model.checkpoint import Bundle, load_bundled
@@ -111,7 +111,10 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
     assert [t["name"] for t in grid["data"]] == [f"layer {l} head {h}" for l in range(2) for h in range(4)]
     for t in grid["data"]:
         l, h = int(t["name"].split()[1]), int(t["name"].split()[3])
-        np.testing.assert_allclose(decode(t["z"]), tr[f"blocks.{l}.attn.pattern"][0, h].numpy(), rtol=1e-6)
+        z = np.asarray(decode(t["z"]), dtype=float)
+        np.testing.assert_allclose(z[~future], tr[f"blocks.{l}.attn.pattern"][0, h].numpy()[~future], rtol=1e-6)
+        assert np.isnan(z[future]).all()                                     # masked: the same grey as above
+    assert grid["layout"]["plot_bgcolor"] == big["layout"]["plot_bgcolor"] == MASKED
     assert [a["text"] for a in grid["layout"]["annotations"]][:2] == ["layer 0 head 0", "layer 0 head 1"]
 
     segments = 0
@@ -142,7 +145,7 @@ def test_masked_cells_of_the_pattern_show_no_number_and_say_masked_on_hover():
                 assert text[i, j] == "" and hover[i, j, 2] == "masked: a later token"
             else:
                 assert text[i, j] == f"{pattern[i, j]:.2f}" and hover[i, j, 2] == f"{pattern[i, j]:.4f}"
-    assert big["layout"]["plot_bgcolor"] == "#CCCCCC"                      # blank cells show grey
+    assert big["layout"]["plot_bgcolor"] == MASKED                         # blank cells show grey
 
 
 def line_weights(figure) -> list[tuple[dict, list[float]]]:

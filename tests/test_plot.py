@@ -1,8 +1,10 @@
 """Shared figure helpers: visible token labels, and every step page's chart downloads at presentation size."""
+import json
+
 import pytest
 
 from conftest import open_page, plotly_charts, show_section
-from explorer.plot import labels, token_label, visible
+from explorer.plot import MASKED, labels, template_for, token_label, visible
 from explorer.registry import STEPS
 
 
@@ -34,6 +36,9 @@ def test_every_chart_offers_a_presentation_size_download(slug):
     assert configs, f"{slug} drew no chart"
     for config in configs:
         assert config["displayModeBar"] == "hover" and config["displaylogo"] is False
+        # nothing that sends a class's data to Plotly's servers or links there; only what a student uses
+        assert config["showSendToCloud"] is False and config["showEditInChartStudio"] is False
+        assert config["showLink"] is False and config["modeBarButtons"] == [["toImage", "resetScale2d"]]
         image = config["toImageButtonOptions"]
         assert image["format"] == "png" and image["width"] == 1920 and image["height"] >= 1080
         assert image["scale"] == 1 and image["filename"] == f"transformer-explorer-{slug}"
@@ -54,3 +59,36 @@ def test_a_tall_figure_keeps_its_proportions_in_the_download():
     at = show_section(open_page("attention", presenter=1), "attention", "Every head")
     (config,) = chart_configs(at)
     assert config["toImageButtonOptions"]["height"] > 1080
+
+
+def _contrast(a: str, b: str) -> float:
+    def luminance(colour: str) -> float:
+        channel = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        channel = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channel]
+        return 0.2126 * channel[0] + 0.7152 * channel[1] + 0.0722 * channel[2]
+    high, low = sorted([luminance(a), luminance(b)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("high_contrast", [False, True])
+def test_each_theme_has_a_template_whose_text_reads_on_its_background(theme, high_contrast):
+    layout = template_for(theme, high_contrast).layout
+    paper = layout.paper_bgcolor
+    assert (_contrast(paper, "#000000") > _contrast(paper, "#ffffff")) == (theme == "light")
+    ink, faded = layout.font.color, layout.xaxis.tickfont.color
+    assert _contrast(ink, paper) >= (7 if high_contrast else 4.5)              # WCAG AA text (AAA when asked)
+    assert _contrast(faded, paper) >= (7 if high_contrast else 4.5)
+    assert _contrast(MASKED, paper) >= 1.5 and layout.plot_bgcolor == paper    # a masked cell stands out
+    assert template_for("no such theme", high_contrast) is template_for("light", high_contrast)
+
+
+def test_charts_take_the_high_contrast_template_when_the_sidebar_asks():
+    at = open_page("prediction")
+    figure = json.loads(plotly_charts(at)[0]["figure"])
+    assert figure["layout"]["template"]["layout"]["font"]["color"] == template_for("light").layout.font.color
+    at.session_state["high_contrast"] = True
+    at.run()
+    figure = json.loads(plotly_charts(at)[0]["figure"])
+    assert figure["layout"]["template"]["layout"]["font"]["color"] == "#000000"
+    assert figure["layout"]["template"]["layout"]["paper_bgcolor"] == "#ffffff"

@@ -50,5 +50,6 @@ def test_pages_draw_through_the_component_and_fall_back_with_the_same_figures(mo
     assert not plotly_charts(at)
     fallback = [c for c in at.get("plotly_chart") if "Next-token probabilities" in c.proto.spec]
     assert len(fallback) == 1 and '"toImageButtonOptions"' in fallback[0].proto.config
+    assert fallback[0].proto.alt == chart["label"]                          # the same sentence for a screen reader
     spec = json.loads(fallback[0].proto.spec)
     assert spec["data"][0]["y"] == served["data"][0]["y"]                     # the very same numbers

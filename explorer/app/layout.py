@@ -3,6 +3,10 @@
 User text never goes into HTML: it is shown through widgets, tables and charts, or escaped with
 `quote` before it goes into Markdown.
 """
+import contextlib
+import functools
+
+import pandas as pd
 import streamlit as st
 
 from model.scope import scope_of
@@ -10,7 +14,8 @@ from model.scope import scope_of
 from explorer.scope import input_notices, source_check, words_markdown, words_title
 from explorer.app import classroom
 from explorer.app.state import link_to, section_key, use_example
-from explorer.plot import DIMS_SHOWN
+from explorer.chart_text import describe, has_tables, tables
+from explorer.plot import DIMS_SHOWN, template_for
 from explorer.app.plotly_component import plotly_chart
 from explorer.view import View, escape, example_sentence, quote  # noqa: F401  (pages import quote from here)
 from explorer.app.models import is_encoder_decoder
@@ -96,23 +101,72 @@ def figure_format_picker() -> None:
         help="The camera button at the top right of a figure saves it at presentation size (1920 pixels wide).")
 
 
+TOOLBAR = [["toImage", "resetScale2d"]]      # what a student uses: save the figure, undo a zoom
+
+
 def chart_config(fig=None) -> dict:
-    """Plotly's config for every step page's chart: the modebar's camera saves the figure at presentation size
-    (1920 pixels wide, at least 1080 high; a taller figure keeps its proportions) in the sidebar's format."""
+    """Plotly's config for every step page's chart: a toolbar of two buttons (its camera saves the figure at
+    presentation size, 1920 pixels wide, at least 1080 high, a taller figure keeping its proportions, in the
+    sidebar's format; the other resets the axes), and nothing that links to or uploads to Plotly's servers."""
     height = (fig.layout.height if fig is not None else None) or 0
     return {"displaylogo": False, "displayModeBar": "hover",        # shown on hover: never over a chart's title
-            "modeBarButtonsToRemove": ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
+            "modeBarButtons": TOOLBAR, "showSendToCloud": False, "showEditInChartStudio": False,
+            "showLink": False, "showTips": False,
             "toImageButtonOptions": {
                 "format": FIGURE_FORMATS.get(st.session_state.get(FORMAT_KEY), "png"),
                 "filename": f"transformer-explorer-{st.session_state.get('_page') or 'figure'}",
                 "width": 1920, "height": max(1080, round(height * 1.5)), "scale": 1}}
 
 
-def chart(fig, where=st, *, key: str) -> None:
-    """Draw a Plotly figure with the shared config (download at presentation size) as the page's chart named
-    `key`: when the sentence or a slider changes, the browser redraws that chart in place (see
-    `plotly_component` for why this is not `st.plotly_chart`)."""
-    plotly_chart(fig, key, chart_config(fig), where)
+def chart_template():
+    """The charts' template for the theme the visitor's browser shows, and the sidebar's high-contrast choice."""
+    return template_json(st.context.theme.type, bool(st.session_state.get("high_contrast", False)))
+
+
+@functools.cache
+def template_json(theme: str | None, high_contrast: bool) -> dict:
+    return template_for(theme, high_contrast).to_plotly_json()
+
+
+def chart(fig, where=st, *, key: str, description: str | None = None) -> None:
+    """Draw a Plotly figure with the shared config (download at presentation size) in the page's theme as the
+    page's chart named `key`: when the sentence or a slider changes, the browser redraws that chart in place
+    (see `plotly_component` for why this is not `st.plotly_chart`). A screen reader announces it by a sentence
+    computed from its data (`description` when the page knows a better one), and "Show as a table" under it
+    lists its numbers (computed only while open). `fig` is not changed (it may be a cached figure)."""
+    figure = fig.to_dict()
+    figure["layout"]["template"] = chart_template()
+    plotly_chart(figure, key, chart_config(fig), describe(fig, description), where)
+    if has_tables(fig):
+        with contextlib.nullcontext() if where is st else where:
+            table_panel(fig, key)
+
+
+def table_panel(fig, key: str) -> None:
+    """The chart's numbers as tables, in a collapsed panel whose content runs only while it is open."""
+    panel = st.expander("Show as a table", icon=":material/table:", key=f"table_{key}", on_change="rerun")
+    if panel.open:
+        with panel:
+            for table in tables(fig):
+                st.caption(table.title)
+                st.dataframe(table_frame(table), hide_index=True)
+
+
+def table_frame(table) -> pd.DataFrame:
+    """A chart table as a DataFrame: its first column the labels, then one column per series (columns keep
+    their names even when two are alike)."""
+    frame = pd.DataFrame(table.rows, columns=range(len(table.columns)))
+    frame.columns = unique_names(table.columns)
+    return frame
+
+
+def unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out
 
 
 def require_trace(view: View, slug: str):

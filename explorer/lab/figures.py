@@ -9,7 +9,7 @@ import pandas as pd
 
 import plotly.graph_objects as go
 
-from explorer.plot import labels, safe, style
+from explorer.plot import MASKED, labels, safe, style
 
 # Paul Tol's "muted" scheme: nine colours, distinct for colour-blind viewers, one per legend entry of a figure.
 COLOURS = ["#332288", "#CC6677", "#999933", "#44AA99", "#117733", "#88CCEE", "#882255", "#DDCC77", "#AA4499"]
@@ -193,14 +193,16 @@ def snapshot_chart(run, index: int, layer: int, head: int, presenter: bool = Fal
     cols = labels([vocab[i] for i in run.probe_ids])
     rows = labels([vocab[i] for i in run.probe_target] + ["<eos>"]) if run.encoder_decoder else cols
     weights = patterns[layer, head]                                                  # (rows, cols)
-    data = pd.DataFrame([(r, c, row, col, float(weights[r, c])) for r, row in enumerate(rows)
-                         for c, col in enumerate(cols)], columns=["r", "c", "row", "column", "weight"])
+    causal = not run.encoder_decoder                      # a language model's later tokens are masked
+    data = pd.DataFrame([(r, c, row, col, float(weights[r, c]), causal and c > r) for r, row in enumerate(rows)
+                         for c, col in enumerate(cols)], columns=["r", "c", "row", "column", "weight", "masked"])
     title = "Cross-attention snapshot" if run.encoder_decoder else "Attention snapshot"
     size = 20 if presenter else 13
     return alt.Chart(data, title=title, height=int(300 * (1.3 if presenter else 1))).mark_rect().encode(
         x=alt.X("column:O", sort=alt.EncodingSortField("c"), title="reading (source)" if run.encoder_decoder else "key"),
         y=alt.Y("row:O", sort=alt.EncodingSortField("r"), title="writing" if run.encoder_decoder else "query"),
-        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1])),
+        color=alt.condition(alt.datum.masked, alt.value(MASKED),         # the grey of every masked cell
+                            alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]))),
         tooltip=[alt.Tooltip("row:O", title="query"), alt.Tooltip("column:O", title="key"),
                  alt.Tooltip("weight:Q", format=".4f")],
     ).configure_axis(labelFontSize=size, titleFontSize=size).configure_title(fontSize=size + 2)

@@ -14,7 +14,7 @@ from model.transformer import Trace
 
 from explorer import memo
 from explorer.steps import whatif as W
-from explorer.plot import SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label
+from explorer.plot import MASKED, SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label, visible
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 from explorer.steps.whatif import Experiment
@@ -119,7 +119,7 @@ def _step_heatmap(v: View, z: np.ndarray, title: str, value_name: str, signed: b
         fig.data[0].update(text=np.where(hidden, "−∞", ""), texttemplate="%{text}")
     fig.update_xaxes(tickangle=-90)
     if masked is not None:
-        fig.update_layout(plot_bgcolor="#CCCCCC")     # masked cells (no value) show grey, not white
+        fig.update_layout(plot_bgcolor=MASKED)        # masked cells (no value) show grey, not white
         hover = np.where(masked, "−∞ (masked: a later token)", np.vectorize(lambda x: f"{x:.4f}")(values))
         labels_ = np.asarray(fig.data[0].customdata)
         fig.data[0].update(customdata=np.dstack([labels_[..., 0], labels_[..., 1], hover]),
@@ -161,7 +161,7 @@ def pattern_figure(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
     fig.data[0].update(customdata=np.dstack([names[..., 0], names[..., 1], hover]),
                        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}"
                                      "<extra></extra>")
-    return fig.update_layout(plot_bgcolor="#CCCCCC")      # masked cells (no value) show grey
+    return fig.update_layout(plot_bgcolor=MASKED)         # masked cells (no value) show grey
 
 
 MAX_PANELS = 48
@@ -192,6 +192,7 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
     T = len(names)
     custom = np.dstack([np.repeat(np.array(names, dtype=object)[:, None], T, axis=1),
                         np.repeat(np.array(names, dtype=object)[None, :], T, axis=0)])
+    future = np.triu(np.ones((T, T), dtype=bool), 1)                          # masked: a later token
     everything = len(panels) == cfg.n_layers * cfg.n_heads
     layout = dict(title="Every head in every layer" if everything else f"Every head in layer {layer}",
                   annotations=[],
@@ -221,12 +222,12 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
                                           font=dict(size=16 if v.presenter else 12,
                                                     color=SELECTED if chosen else None)))
         data.append(go.Heatmap(
-            z=trace["pattern", l][0, h].numpy(), xaxis=f"x{axis}", yaxis=f"y{axis}",
-            coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}",
+            z=np.where(future, np.nan, trace["pattern", l][0, h].numpy()), xaxis=f"x{axis}", yaxis=f"y{axis}",
+            coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}", hoverongaps=False,
             hovertemplate=(f"layer {l} head {h}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
                            "<br>weight %{z:.4f}<extra></extra>")))
     fig = style(go.Figure(data, layout=layout), v.presenter, 280 * rows + 130)
-    return fig.update_layout(margin=dict(l=10, r=10, t=60, b=10))
+    return fig.update_layout(margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor=MASKED)   # masked cells: grey
 
 
 DIFFER = 0.01         # two heads' patterns differ when some weight differs by this much (weights are shown to 0.01)
@@ -375,9 +376,15 @@ def overview_figure(v: View, trace: Trace, layer: int = 0, head: int = 0) -> go.
     x, y = axis_labels("head", "key", H), axis_labels("layer", "query", L)
     font = dict(size=16 if v.presenter else 11)
     axis = dict(showgrid=False, zeroline=False, tickfont=font)
-    fig = go.Figure(go.Heatmap(
+    masked = np.zeros((L, H, step, step))
+    masked[:, :, :T, :T] = np.triu(np.ones((T, T)), 1)                       # a later token: masked
+    masked = masked.transpose(0, 2, 1, 3).reshape(L * step, H * step)[:-1, :-1]
+    z = np.where(masked > 0, np.nan, z)
+    fig = go.Figure([go.Heatmap(
         z=z, x=x, y=y, coloraxis="coloraxis", hoverongaps=False, name="every head",
-        hovertemplate="%{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>"))
+        hovertemplate="%{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>"),
+        go.Heatmap(z=np.where(masked > 0, 1.0, np.nan), x=x, y=y, colorscale=[[0, MASKED], [1, MASKED]],
+                   showscale=False, hoverinfo="skip", hoverongaps=False, name="masked")])
     fig.update_layout(
         title="Every head in every layer", coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1,
                                                           colorbar=dict(title=dict(text="weight"))),
@@ -439,6 +446,15 @@ def read_row(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
     if query == 0:
         text += " It is the first token, so it can only look at itself."
     return text
+
+
+def head_sentence(v: View, trace: Trace, layer: int, head: int, query: int) -> str:
+    """The chosen query's row in one plain sentence, for a screen reader (no Markdown): "Layer 1, head 2: “it”
+    attends most to “dog” (0.91), then “the” (0.05)"."""
+    top = [(i, w) for i, w in top_keys(trace, layer, head, query) if w >= SHOWN_WEIGHT]
+    said = [f"“{visible(v.tokens[i])}” ({i}) ({w:.2f})" for i, w in top]
+    return (f"Layer {layer}, head {head}: “{visible(v.tokens[query])}” ({query}) attends most to {said[0]}"
+            + (", then " + ", ".join(said[1:]) if said[1:] else ""))
 
 
 def math_lines(v: View, trace: Trace, layer: int, head: int, query: int, key: int, terms: int = 4) -> list[str]:

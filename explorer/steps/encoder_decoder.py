@@ -19,7 +19,7 @@ from model.seq2seq import Beam, beam_search, greedy
 from model.transformer import Trace
 
 from explorer import memo
-from explorer.plot import SEQUENTIAL, labels, safe, style
+from explorer.plot import MASKED, SEQUENTIAL, labels, safe, style
 from explorer.scope import source_check
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
@@ -82,8 +82,9 @@ def row_labels(v: View, trace: Trace) -> list[str]:
 
 
 def heads_figure(patterns: np.ndarray, rows: list[str], cols: list[str], title: str, chosen: int | None,
-                 presenter: bool = False) -> go.Figure:
-    """Every head's pattern (H, R, C) side by side on one 0..1 scale, the chosen head outlined in orange."""
+                 presenter: bool = False, masked: np.ndarray | None = None) -> go.Figure:
+    """Every head's pattern (H, R, C) side by side on one 0..1 scale, the chosen head outlined in orange; cells
+    `masked` (R, C) marks have no value and show grey, as on every attention chart."""
     H = patterns.shape[0]
     gap = 0.03
     width = (1 - gap * (H - 1)) / H
@@ -106,12 +107,13 @@ def heads_figure(patterns: np.ndarray, rows: list[str], cols: list[str], title: 
         if h == chosen:
             layout["shapes"].append(dict(type="rect", xref="paper", yref="paper", x0=domain[0], x1=domain[1], y0=0,
                                          y1=1, line=dict(color="#EE7733", width=4), name="selected head"))
-        data.append(go.Heatmap(z=patterns[h], coloraxis="coloraxis", xaxis=f"x{axis}", yaxis=f"y{axis}",
+        z = patterns[h] if masked is None else np.where(masked, np.nan, patterns[h])
+        data.append(go.Heatmap(z=z, coloraxis="coloraxis", hoverongaps=False, xaxis=f"x{axis}", yaxis=f"y{axis}",
                                name=f"head {h}", customdata=custom,
                                hovertemplate=f"head {h}<br>%{{customdata[0]}}<br>reads %{{customdata[1]}}"
                                              "<br>weight %{z:.4f}<extra></extra>"))
     fig = style(go.Figure(data, layout=layout), presenter, max(300, 30 * len(rows) + 170))
-    return fig.update_layout(margin=dict(l=10, r=10, t=80, b=10))
+    return fig.update_layout(margin=dict(l=10, r=10, t=80, b=10), plot_bgcolor=MASKED)
 
 
 def _cross(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
@@ -131,9 +133,10 @@ def _encoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
 def _decoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
     patterns = trace[f"decoder.blocks.{layer}.attn.pattern"][0].double().numpy()                # (H, T, T)
     reads = labels([v.bundle.tokenizer.vocab[i] for i in trace["target"][0].tolist()])
+    T = patterns.shape[-1]
     return heads_figure(patterns, row_labels(v, trace), reads,
                         f"Decoder self-attention, layer {layer}: masked, each step sees only what is written",
-                        head, v.presenter)
+                        head, v.presenter, masked=np.triu(np.ones((T, T), dtype=bool), 1))
 
 
 def figure(kind: str, v: View, layer: int, head: int) -> go.Figure:

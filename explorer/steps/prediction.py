@@ -153,6 +153,8 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
         outline = [go.Bar(name="at temperature 1 (before the change)", x=tokens, y=top.p1,
                           marker=dict(color="rgba(0,0,0,0)", line=dict(color="#444444", width=2)),
                           customdata=hover, hovertemplate=template)]
+    highest = min(1.0, float(top[["pT", "final", "p1"]].max().max()))
+    ceiling = highest * (1.18 if actual is None else 1.6) + 1e-9            # room for bar labels and the arrow
     fig = go.Figure([
         *outline,
         go.Bar(name=f"probability at temperature {settings.temperature:g}", x=tokens, y=top.pT,
@@ -165,16 +167,23 @@ def probability_figure(table: pd.DataFrame, settings: Settings, title: str, actu
                textposition="outside", constraintext="none", cliponaxis=False),
     ], layout=dict(title=title, barmode="group", bargap=0.25,
                    legend=dict(orientation="h", y=-0.28, x=0),
-                   yaxis=dict(title="probability", tickformat=".0%",
-                              range=[0, min(1.0, float(top[["pT", "final", "p1"]].max().max())) * 1.18 + 1e-9]),
+                   yaxis=dict(title="probability", tickformat=".0%", tickvals=_percent_ticks(min(1.0, ceiling)),
+                              range=[0, ceiling]),
                    xaxis=dict(type="category", title="next token (likeliest first)")))
     if actual is not None:
         x = tokens[int(np.flatnonzero(top.id.to_numpy() == actual)[0])]
         row = top[top.id == actual].iloc[0]
+        left = tokens.index(x) < len(tokens) / 2            # the words run away from the plot's nearer edge
         fig.add_annotation(x=x, y=max(row.pT, row.final), text="next in your sentence", showarrow=True,
-                           arrowhead=2, arrowcolor="#CC3311", ay=-55, font=dict(color="#CC3311"),
-                           bgcolor="rgba(255,255,255,0.85)")
+                           arrowhead=2, arrowcolor="#CC3311", ax=0, ay=-40, yshift=16,  # above the bar's own label
+                           xanchor="left" if left else "right", font=dict(color="#CC3311"))
     return style(fig, presenter, 430)
+
+
+def _percent_ticks(highest: float) -> list[float]:
+    """At most six round ticks from 0 to `highest` (a probability axis shows no tick above 100%)."""
+    step = next(s for s in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25) if highest / s <= 5 + 1e-6)
+    return [round(step * i, 4) for i in range(int(highest / step + 1e-9) + 1)]
 
 
 def logit_figure(table: pd.DataFrame, title: str, n: int = TOP_BARS, presenter: bool = False) -> go.Figure:

@@ -1,0 +1,104 @@
+"""Every chart on a phone (390 x 844), and on a projector in presenter mode (1366 x 768): no two pieces of chart
+text on top of each other, and none cut off.
+
+Opens every page and every tab the registry lists, waits for its charts to be drawn, and reads the bounding box
+of each text element plotly.js drew (titles, tick labels, cell labels, legend entries, annotations, colour bars)
+from the rendered SVG.
+"""
+import pytest
+
+from browser_support import open_view
+from explorer.registry import BY_SLUG
+
+SIZES = {"phone": ({"width": 390, "height": 844}, {}), "projector": ({"width": 1366, "height": 768}, {"presenter": 1})}
+
+# Every page and tab; the encoder-decoder page with a model it explains, the lab with one finished run would need
+# training (its Plotly charts are checked through the same component elsewhere).
+VIEWS = [(slug, label) for slug, page in BY_SLUG.items() for label in (page.labels or [None])]
+QUERY = {"encoder-decoder": {"model": "translate", "text": "the red cat sleeps"},
+         "prediction": {"token": 3}}                 # an earlier token: its chart marks the word that came next
+
+# Every chart on the page drawn: each chart's component (a keyed element "chart_...") holds a plot that has finished
+# drawing (data-drawn, set by explorer/app/plotly_component.py after any relayout for the width).
+CHARTS_DRAWN = """() => [...document.querySelectorAll('.stElementContainer[class*="st-key-chart_"]')]
+  .every(host => { const plot = host.querySelector('.explorer-plot');
+                   return plot && (plot.dataset.drawn ? plot.dataset.drawn === 'yes' : !!plot.querySelector('.main-svg')); })"""
+
+# For every chart: the visible text elements' boxes (hover labels excluded: they appear under the finger) and the
+# chart's own box. Two texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when
+# it reaches more than `slack` pixels outside the chart's box, or outside the window unless its frame scrolls sideways
+# (a diagram of boxes keeps its drawn width on a phone: its frame scrolls, the page does not).
+MEASURE = """slack => {
+  const overlaps = [], cut = [];
+  const visible = el => {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.display === 'none' || s.visibility === 'hidden' || +s.opacity === 0) return false;
+    }
+    return true;
+  };
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const box = plot.querySelector('.main-svg').getBoundingClientRect();
+    const frame = plot.closest('.explorer-chart');
+    const scrolls = frame && getComputedStyle(frame).overflowX === 'auto';
+    if (frame && frame.getBoundingClientRect().right > window.innerWidth + slack)
+      cut.push([name, '(the chart is wider than the window)']);
+    const name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
+    const texts = [...plot.querySelectorAll('svg text')]
+      .filter(t => !t.closest('.hoverlayer') && t.textContent.trim() && visible(t))
+      .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
+      .filter(t => t.r.width > 0 && t.r.height > 0);
+    for (const t of texts) {
+      if (t.r.left < box.left - slack || t.r.right > box.right + slack || t.r.top < box.top - slack ||
+          t.r.bottom > box.bottom + slack ||
+          !scrolls && (t.r.left < -slack || t.r.right > window.innerWidth + slack))
+        cut.push([name, t.text]);
+    }
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const a = texts[i].r, b = texts[j].r;
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > slack && h > slack) overlaps.push([name, texts[i].text, texts[j].text]);
+    }
+  }
+  return {charts: document.querySelectorAll('.js-plotly-plot').length, overlaps, cut};
+}"""
+
+
+def measure_view(page, app_url, slug, section, **extra) -> dict:
+    """Open one view and measure its charts' text."""
+    query = dict(QUERY.get(slug, {}), **extra, **({"section": section} if section else {}))
+    open_view(page, app_url, slug, **query)
+    page.wait_for_function(CHARTS_DRAWN)
+    page.evaluate("() => document.fonts.ready")
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    return page.evaluate(MEASURE, 2)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_no_chart_text_overlaps_or_is_cut_on_a_phone_or_a_projector(size, chromium, app_url):
+    viewport, query = SIZES[size]
+    phone = size == "phone"
+    context = chromium.new_context(viewport=viewport, has_touch=phone, is_mobile=phone)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    found = {}
+    try:
+        for slug, section in VIEWS:
+            result = measure_view(page, app_url, slug, section, **query)
+            assert page.locator("[data-testid='stException']").count() == 0, (slug, section)
+            found[(slug, section)] = result
+    finally:
+        context.close()
+    charts = sum(r["charts"] for r in found.values())
+    overlaps = {view: r["overlaps"] for view, r in found.items() if r["overlaps"]}
+    cut = {view: r["cut"] for view, r in found.items() if r["cut"]}
+    for (slug, section), r in found.items():
+        if r["overlaps"] or r["cut"]:
+            print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
+                  f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
+    print(f"{size}: {len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
+          f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views")
+    assert charts >= 30
+    assert not overlaps, overlaps
+    assert not cut, cut
