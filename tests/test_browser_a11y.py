@@ -4,7 +4,8 @@ axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every 
 click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
 encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
 phone's 390 x 844, with the device set to light and to dark. Any violation fails, charts included, with the rule,
-where it is and what is wrong. axe-core comes with axe-playwright-python: nothing is downloaded.
+where it is and what is wrong; so does a page that scrolls sideways on the phone (reflow, which axe does not
+check). axe-core comes with axe-playwright-python: nothing is downloaded.
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -40,12 +41,31 @@ def violations(page) -> list[str]:
     return lines
 
 
+# WCAG 2.1's reflow (1.4.10): nothing scrolls sideways on a narrow screen. The document and Streamlit's main area
+# (which scrolls on its own) are no wider than the window; if they are, the elements that stick out the furthest.
+TOO_WIDE = """() => {
+  const width = document.documentElement.clientWidth;
+  const boxes = [document.documentElement, document.querySelector('[data-testid=stMain]')].filter(Boolean);
+  const widest = Math.max(...boxes.map(b => b.scrollWidth));
+  if (widest <= width) return null;
+  const out = [...document.querySelectorAll('[data-testid=stMain] *')]
+    .filter(e => e.getBoundingClientRect().right > width + 1 && e.getBoundingClientRect().width > 0)
+    .sort((a, b) => b.getBoundingClientRect().right - a.getBoundingClientRect().right).slice(0, 3)
+    .map(e => (e.closest('[data-testid]') || e).dataset.testid + ' ' + e.tagName.toLowerCase()
+              + ' "' + (e.innerText || '').trim().slice(0, 40) + '"');
+  return `${widest} px wide in a ${width} px window, scrolls sideways: ${out.join('; ')}`;
+}"""
+
+
 def check_all_schemes(page, what: str, found: list[str]) -> None:
-    """Run axe with the device set to light, then dark; add what it finds to `found`, saying where."""
+    """Run axe with the device set to light, then dark; add what it finds to `found`, saying where. On a phone,
+    also whether the page scrolls sideways."""
     for scheme in SCHEMES:
         page.emulate_media(color_scheme=scheme)
         settle(page)
         found += [f"[{what}, {scheme}] {line}" for line in violations(page)]
+    if page.viewport_size["width"] < 500 and (wide := page.evaluate(TOO_WIDE)):
+        found.append(f"[{what}] reflow (WCAG 1.4.10): {wide}")
 
 
 def open_tab(page, label: str) -> None:
@@ -58,11 +78,10 @@ def open_tab(page, label: str) -> None:
 
 def reveal_a_discovery(page) -> None:
     """Guess on the first card and reveal it (a revealed card shows the verdict, the answer and "Show me")."""
-    card = page.locator("[data-testid=stVerticalBlockBorderWrapper]").filter(
-        has=page.get_by_role("button", name="Reveal")).first
-    card.get_by_role("radio").first.check(force=True)
+    page.get_by_role("radiogroup").first.locator("label").first.click()
     settle(page)
-    card.get_by_role("button", name="Reveal").click()
+    page.locator("[data-testid=stButton] button:not([disabled])", has_text="Reveal").first.click()
+    page.get_by_role("button", name="Show me").first.wait_for()
     settle(page)
 
 
