@@ -12,7 +12,7 @@ from explorer.app.state import link_to, section_key, use_example
 from explorer.plot import DIMS_SHOWN
 from explorer.app.plotly_component import plotly_chart
 from explorer.app.styles import page_css
-from explorer.view import View, escape, example_sentence, quote  # noqa: F401  (pages import quote from here)
+from explorer.view import View, escape, example_sentence, quote, shorten  # noqa: F401  (pages import quote from here)
 from explorer.app.models import is_encoder_decoder
 from explorer.registry import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
 
@@ -53,7 +53,7 @@ def _offer_a_sentence(view: View, where) -> None:
     cannot_read = view.prepared is None or view.prepared.unknown or (check is not None and check.problems)
     example = example_sentence(view.name, view.bundle)
     if cannot_read and example and example != view.text:
-        where.button(f"Use a sentence {escape(view.name)} knows: {quote(example[:40])}", on_click=use_example,
+        where.button(f"Use a sentence {escape(view.name)} knows: {quote(shorten(example))}", on_click=use_example,
                      args=(example,), key="use_example", icon=":material/lightbulb:",
                      help="This model does not know every word of the sentence in the sidebar, or was not trained on "
                           "sentences like it.")
