@@ -78,9 +78,9 @@ def open_tab(page, label: str) -> None:
 
 def reveal_a_discovery(page) -> None:
     """Guess on the first card and reveal it (a revealed card shows the verdict, the answer and "Show me")."""
-    page.get_by_role("radiogroup").first.locator("label").first.click()
+    page.locator("[data-testid=stMain] [data-testid=stRadio] [role=radiogroup] label").first.click()
     settle(page)
-    page.locator("[data-testid=stButton] button:not([disabled])", has_text="Reveal").first.click()
+    page.get_by_role("button", name="Reveal", disabled=False).first.click()
     page.get_by_role("button", name="Show me").first.wait_for()
     settle(page)
 

@@ -8,15 +8,20 @@ from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
 # Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
 # Inline code in a caption takes the caption's colour: Streamlit's green code, faded with the caption, is 2.98:1.
 # A formula gets room above and below: its box scrolls sideways, so a tall fraction's numerator was cut off.
-# A multiselect's chosen items are outlined in the text's colour: Streamlit writes them white on the primary colour,
-# and no blue is both light enough for the dark theme's tab labels (4.5:1 on near-black) and dark enough under
-# white text (the dark theme's chips were 2.47:1).
+# No blue is both light enough for text on the dark theme's near-black (4.5:1) and dark enough under white text
+# (buttons, chips): the dark theme's blue is the darker (white on it 4.65:1), so the open tab's label is in the text
+# colour (bold, over the blue line) instead of blue, and a multiselect's chosen items are outlined in the text colour.
+# A discovery's guess stays readable once revealed (its choices are disabled: Streamlit greys them to 2.61:1).
 BASE_CSS = """<style>
 [data-testid="stCaptionContainer"] code { color: inherit; }
 .katex-display { padding: 0.5em 0.1em; }
 [data-testid="stMultiSelect"] [data-tag] { background-color: transparent !important; color: inherit !important;
   border: 1px solid currentColor; }
 [data-testid="stMultiSelect"] [data-tag] * { color: inherit !important; }
+[data-testid="stTabs"] [role="tab"][aria-selected="true"], [data-testid="stTabs"] [role="tab"][aria-selected="true"] * {
+  color: inherit !important; font-weight: 600; }
+[data-testid="stRadio"]:has(input:disabled) label, [data-testid="stRadio"]:has(input:disabled) label * {
+  color: inherit !important; }
 [data-testid="stTabs"] [role="tablist"] { flex-wrap: wrap; overflow: visible; row-gap: 0.25rem; }
 [data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
 [data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
