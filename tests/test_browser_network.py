@@ -42,8 +42,8 @@ def test_every_request_of_every_page_goes_to_the_app_itself(logged, app_url, slu
     logged.evaluate("() => document.fonts.ready")             # every font the page uses has loaded
     assert any(url.startswith("ws") for url in logged.requests), logged.requests   # the log sees the websocket,
     assert any(url.endswith(".woff2") for url in logged.requests)                  # the fonts (Streamlit's own)
-    if slug not in ("home", "training"):
-        assert any(url.endswith("/app/static/plotly.min.js") for url in logged.requests)    # and plotly.js
+    if logged.locator(".explorer-plot").count():                                   # and plotly.js, for charts
+        assert any(url.endswith("/app/static/plotly.min.js") for url in logged.requests)
     assert elsewhere(logged.requests, app_url) == []
 
 
