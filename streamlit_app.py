@@ -8,7 +8,7 @@ from explorer.app.lab import pause_all
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
 from explorer.app.state import current_view
-from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
+from explorer.registry import LAB, NAVIGATION
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
 # visitor's matrix multiply being split across cores, and one trainer cannot starve everyone else.
@@ -27,7 +27,7 @@ def as_page(step):
 
 # One flat list: Streamlit's navigation sections put their headers between a list and its items, which a screen
 # reader cannot follow (axe-core's list rules); explorer/app/styles.py draws the groups' names inside the items.
-page = st.navigation([as_page(s) for s in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]])
+page = st.navigation([as_page(p) for p in NAVIGATION])
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries

@@ -85,6 +85,8 @@ ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-deco
                              ("decoder", "Decoder self-attention"), ("decoding", "Decoding step by step"),
                              ("what-if", "What if?")))
 BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB]}
+NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, LAB]             # the sidebar's pages, in order
+GROUPS = {STEPS[0].slug: "Walk-through", ENCODER_DECODER.slug: "Beyond the walk-through"}   # named above a page
 
 
 def neighbours(slug: str) -> tuple[Page | None, Page | None]:

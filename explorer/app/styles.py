@@ -3,7 +3,7 @@ ring every control shows, the navigation's section names, and high contrast for 
 
 Constants and registry names only: no user text ever goes into this HTML.
 """
-from explorer.registry import DISCOVER, ENCODER_DECODER, LAB, STEPS
+from explorer.registry import GROUPS, NAVIGATION
 
 # Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
 # Inline code in a caption takes the caption's colour: Streamlit's green code, faded with the caption, is 2.98:1.
@@ -59,9 +59,9 @@ def _nav_sections_css() -> str:
     """The sidebar navigation is one flat list (its own sections put headers between a list and its items, which
     breaks the list for a screen reader); each group's name is drawn above its first item, inside the item, so a
     screen reader reads it too ("Walk-through, link The big picture")."""
-    starts = {1: "Walk-through", len(STEPS) + 1: "Beyond the walk-through"}
-    rules = [f'[data-testid="stSidebarNavItems"] > li:nth-child({n})::before {{ content: "{name}"; }}'
-             for n, name in starts.items()]
+    place = {page.slug: n for n, page in enumerate(NAVIGATION, start=1)}
+    rules = [f'[data-testid="stSidebarNavItems"] > li:nth-child({place[slug]})::before {{ content: "{name}"; }}'
+             for slug, name in GROUPS.items()]
     return ("<style>\n" + "\n".join(rules) + """
 [data-testid="stSidebarNavItems"] > li::before { display: block; font-size: 0.875rem; font-weight: 600;
   padding: 0.75rem 0.5rem 0.25rem 0.5rem; }
