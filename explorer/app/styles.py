@@ -72,7 +72,7 @@ NAV_CSS = _nav_sections_css()
 
 # High contrast for a washed-out projector, in the light theme and the dark: no grey text (captions, help, the
 # navigation's other pages are the theme's full text colour), thicker type and lines, borders in the text's own
-# colour, underlined links.
+# colour (where there is a border: a block without one keeps none), underlined links.
 HIGH_CONTRAST_CSS = """<style>
 .stApp, .stApp p, .stApp li, .stApp label, .stApp [data-testid="stMarkdownContainer"] { font-weight: 500; }
 .stApp h1, .stApp h2, .stApp h3, .stApp strong, .stApp b { font-weight: 800 !important; }
@@ -83,9 +83,10 @@ HIGH_CONTRAST_CSS = """<style>
 .stApp [data-testid="stSidebarNavLink"], .stApp [data-testid="stPageLink-NavLink"] { color: inherit !important; }
 .stApp [data-testid="stSidebarNavLink"] *, .stApp [data-testid="stPageLink-NavLink"] p,
 .stApp [data-testid="stMarkdownContainer"] a { text-decoration: underline; text-underline-offset: 0.2em; }
-.stApp [data-testid="stVerticalBlockBorderWrapper"], .stApp [data-testid="stExpander"] details,
-.stApp [data-baseweb="select"] > div, .stApp [data-baseweb="input"], .stApp hr,
-.stApp [data-testid="stAlertContainer"] { border: 2px solid currentColor !important; }
+.stApp [data-testid="stVerticalBlock"], .stApp [data-testid="stExpander"] details,
+.stApp [data-testid="stExpanderDetails"], .stApp [data-baseweb="select"] > div, .stApp [data-baseweb="input"],
+.stApp hr, .stApp [data-testid="stAlertContainer"], .stApp [data-testid^="stBaseButton"],
+.stApp [data-testid="stPopoverButton"] { border-color: currentColor !important; border-width: 2px !important; }
 </style>"""
 
 
