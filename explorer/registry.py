@@ -103,6 +103,8 @@ ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-deco
 CLASS = Page("class", "Class", "pages/class.py", ":material/groups:",
               "Lessons: walk one alone, or lead a class that follows on every student's screen and answers live.")
 BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB, CLASS]}
+NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, LAB, CLASS]      # the sidebar's pages, in order
+GROUPS = {STEPS[0].slug: "Walk-through", ENCODER_DECODER.slug: "Beyond the walk-through"}   # named above a page
 
 
 def neighbours(slug: str) -> tuple[Page | None, Page | None]:

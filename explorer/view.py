@@ -100,6 +100,15 @@ def example_sentence(name: str, bundle: Bundle) -> str | None:
     return EXAMPLES.get(name) or bundle.facts.get("example") or None
 
 
+def shorten(text: str, limit: int = 80) -> str:
+    """`text` whole when it has at most `limit` characters, else cut after its last whole word that fits, with
+    an ellipsis (a button never shows half a word)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip() + " …"
+
+
 def is_finite(model) -> bool:
     """Whether every weight of `model` is a finite number (a diverged run or a broken file has NaN or inf)."""
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())

@@ -20,8 +20,11 @@ def draw(discovery: D.Discovery) -> None:
     """One card: the story, the student's guess, then the model's answer and the "Show me" button."""
     saved = discover.guesses().get(discovery.key, {})
     revealed = saved.get("revealed", False)
-    if discovery.key == "diverging" and revealed and discovery.target is not None:
-        discovery = D.diverging_card(discover.cached_lab_outcome(D.DIVERGING))      # trains only once revealed
+    if discovery.key == "diverging" and discovery.target is not None:
+        if revealed:
+            discovery = D.diverging_card(discover.cached_lab_outcome(D.DIVERGING))
+        else:
+            discover.start_lab_outcome(D.DIVERGING)     # trained in the background while the student guesses
     with st.container(border=True):
         st.subheader(discovery.title)
         st.markdown(discovery.story)

@@ -91,8 +91,8 @@ if lens.open:
         if not v.presenter:
             with_mid = st.toggle("Also read the stream after attention", value=with_mid,
                                  key="residual_lens_mid",
-                                 help="Trace name: blocks.i.resid_mid, the stream between attention and the "
-                                      "feed-forward layer.")
+                                 help="Each layer's stream between its attention and its feed-forward "
+                                      "network.")
         chart(lens_chart(v, with_mid), key="lens")
         st.markdown(lens_in_words(v, lens_of(v, with_mid)))
         st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "

@@ -54,6 +54,18 @@ def test_the_view_is_in_the_url_and_a_link_reopens_it():
     assert "3 tokens" in page_text(again)
 
 
+def test_high_contrast_is_a_sidebar_toggle_kept_in_the_url_and_styles_the_page():
+    from explorer.app.styles import HIGH_CONTRAST_CSS
+    at = open_page("attention")
+    assert at.toggle(key="high_contrast").value is False and "high_contrast" not in at.query_params
+    assert HIGH_CONTRAST_CSS not in [h.proto.body for h in at.get("html")]
+    at.toggle(key="high_contrast").set_value(True).run()
+    assert at.session_state["high_contrast"] is True and at.query_params["high_contrast"] == "1"
+    assert HIGH_CONTRAST_CSS in at.get("html")[0].proto.body
+    again = open_page("attention", presenter=1, high_contrast=1)              # a link reopens it
+    assert again.toggle(key="high_contrast").value is True and again.session_state["high_contrast"] is True
+
+
 def deep_link(slug: str, **query) -> AppTest:
     """A session whose first run is page `slug` with these URL parameters (a link opened in a new tab)."""
     at = AppTest.from_file(APP, default_timeout=60)

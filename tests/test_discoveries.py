@@ -474,6 +474,16 @@ def test_a_sentence_with_markdown_is_shown_as_text_on_the_way_back():
     assert at.text_input(key="text").value == text
 
 
+def test_the_learning_rate_card_trains_its_run_in_the_background_before_the_reveal():
+    at = open_page("discoveries")                      # no reveal yet: showing the card starts the run
+    started = discover._OUTCOMES[D.DIVERGING]
+    outcome = started.result(timeout=120)
+    assert outcome == D.lab_outcome(D.DIVERGING)       # the preset's real run, seed 0
+    guess_and_reveal(at, "diverging", D.LAB_OPTIONS[2])
+    assert discover._OUTCOMES[D.DIVERGING] is started  # the reveal reads it, trains nothing more
+    assert f"reached **{outcome.final_loss:.2f}** at step **{outcome.diverged_at}**" in page_text(at)
+
+
 def test_show_me_on_the_learning_rate_card_opens_the_lab_with_the_diverging_preset():
     at = open_page("discoveries")
     guess_and_reveal(at, "diverging", D.LAB_OPTIONS[2])

@@ -61,6 +61,7 @@ def test_picking_gpt2_offline_from_the_sidebar_goes_back_to_the_tiny_model(offli
     assert not at.exception
     assert at.selectbox(key="model").value == "tinytales"
     assert any("one-time download" in w.value for w in at.sidebar.warning)
+    assert not at.sidebar.get("progress") and not at.sidebar.expander    # no leftover download box or empty bar
 
 
 # --- a GPT-2-shaped model (12 layers, 12 heads, 50,257 tokens, 1,024 positions, d_model 96, d_ff 384) -------

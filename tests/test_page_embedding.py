@@ -118,7 +118,7 @@ def test_show_the_math_uses_the_real_row_and_works_one_cosine_out():
     row = weight()[cat]
     assert f"**id {cat}**" in text and f"**row {cat}** of the 133 x 64 embedding matrix" in text
     assert ", ".join(f"{float(x):.4f}" for x in row[:6]) in text
-    assert "no `embed_scale`" in text
+    assert "does not scale its embeddings, so the row goes in unchanged" in text and "embed_scale" not in text
     sims = F.cosine_similarity(row[None], weight(), dim=-1)
     sims[cat] = -2
     best = int(sims.argmax())
@@ -216,7 +216,8 @@ def test_embed_scale_is_said_and_shown_in_the_math():
     assert "√16 = 4.0000" in text
     assert ", ".join(f"{float(x):.4f}" for x in row[:6]) in text
     assert ", ".join(f"{float(x):.4f}" for x in scaled[:6]) in text
-    assert "embed_scale" in em.intro(v)
+    assert "it scales its embeddings" in em.intro(v) and "embed_scale" not in em.intro(v) + text
+    assert "This model scales its embeddings: the row is multiplied by √16" in text
     assert "changes nothing" in em.cosine_math(v, 2, 1)
 
 

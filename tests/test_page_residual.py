@@ -1,4 +1,6 @@
 """Step 6, residual stream and normalization: what a student sees, checked against the model's own trace."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -129,6 +131,12 @@ def test_before_and_after_the_norm_for_the_chosen_token_and_layer():
     np.testing.assert_allclose(worked["trace"], y[:6].numpy(), rtol=1e-6)
     np.testing.assert_allclose(worked["z_d × gain_d + bias_d"], y[:6].numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(worked["gain_d"], gain[:6].numpy(), rtol=1e-6)
+    # said in plain words, as the panel's first line and the caption under the chart: no trace names
+    text = page_text(at)
+    assert ("norm2, before the feed-forward network in layer 1: its input is the stream after layer 1's attention, "
+            "its output what the feed-forward network reads.") in text
+    assert "LayerNorm takes the stream after layer 1's attention and centres and rescales it" in text
+    assert not re.search(r"blocks\.\d|resid_(pre|mid|post)|mlp\.in|attn\.in", text)
 
 
 def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():

@@ -87,6 +87,21 @@ def test_labels_show_what_the_model_read_and_a_known_sentence_is_offered():
     assert not [b for b in at.button if b.key == "use_example"]        # nothing more to offer
 
 
+def test_the_offered_sentence_is_shown_whole_on_its_button():
+    at = open_page("attention", text="the cat sat on the xylophone")       # one word tinytales does not know
+    offer = at.button(key="use_example")
+    assert offer.label == f"Use a sentence tinytales knows: {state.quote(state.DEFAULT_SENTENCE)}"   # not cut
+
+
+def test_a_long_sentence_is_shortened_after_a_whole_word():
+    from explorer.view import shorten
+    text = "the cat sat on the mat because it was tired and then the dog barked at the cat until it ran away home"
+    short = shorten(text)
+    assert len(short) <= 82 and short.endswith(" …") and text.startswith(short[:-2])
+    assert text[len(short) - 2] == " "                                   # cut between words, never inside one
+    assert shorten(state.DEFAULT_SENTENCE) == state.DEFAULT_SENTENCE
+
+
 PICKER_PAGES = ("tokenization", "embedding", "positions", "attention", "feedforward", "residual", "prediction")
 
 

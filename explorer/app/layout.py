@@ -17,36 +17,19 @@ from explorer.app.state import link_to, section_key, use_example
 from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
 from explorer.app.plotly_component import plotly_chart
-from explorer.view import View, escape, example_sentence, quote  # noqa: F401  (pages import quote from here)
+from explorer.app.styles import page_css
+from explorer.view import View, escape, example_sentence, quote, shorten  # noqa: F401  (pages import quote from here)
 from explorer.app.models import is_encoder_decoder
 from explorer.registry import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
 
 WALK_THROUGH = {step.slug for step in STEPS}       # pages that show a decoder-only language model
 
-# Every tab label and link label stays whole: a long tab row wraps instead of scrolling, link labels wrap.
-# Constants: no user text ever goes into unsafe HTML.
-BASE_CSS = """<style>
-[data-testid="stTabs"] [role="tablist"] { flex-wrap: wrap; overflow: visible; row-gap: 0.25rem; }
-[data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
-[data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
-  overflow: visible !important; text-overflow: clip !important; }
-</style>"""
-
-# Larger type for a projector, the full width for figures, and less empty space above the title, so a
-# page's first screen reaches its chart.
-PRESENTER_CSS = """<style>
-html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { max-width: none; padding: 3.5rem 1.5rem 2rem 1.5rem; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
-h1 { font-size: 2.4rem !important; padding-top: 0 !important; } h2 { font-size: 1.9rem !important; }
-h3 { font-size: 1.6rem !important; }
-[data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
-</style>"""
 
 def page_header(slug: str, view: View, encoder_decoder: bool = False) -> None:
-    """Title, presenter styling and any notices about the input. A walk-through page stops for an encoder-decoder
-    (with a link to its page) unless it explains one too (`encoder_decoder`)."""
-    st.html(BASE_CSS + (PRESENTER_CSS if view.presenter else ""))
+    """The app's CSS (explorer/app/styles.py: presenter mode, high contrast), title and any notices about the input.
+    A walk-through page stops for an encoder-decoder (with a link to its page) unless it explains one too
+    (`encoder_decoder`)."""
+    st.html(page_css(view.presenter, bool(st.session_state.get("high_contrast"))))
     figure_format_picker()
     st.title(BY_SLUG[slug].title)
     notices = st.container()           # always there, even empty: a notice coming or going moves nothing below,
@@ -78,7 +61,7 @@ def _offer_a_sentence(view: View, where) -> None:
     cannot_read = view.prepared is None or view.prepared.unknown or (check is not None and check.problems)
     example = example_sentence(view.name, view.bundle)
     if cannot_read and example and example != view.text:
-        where.button(f"Use a sentence {escape(view.name)} knows: {quote(example[:40])}", on_click=use_example,
+        where.button(f"Use a sentence {escape(view.name)} knows: {quote(shorten(example))}", on_click=use_example,
                      args=(example,), key="use_example", icon=":material/lightbulb:",
                      help="This model does not know every word of the sentence in the sidebar, or was not trained on "
                           "sentences like it.")

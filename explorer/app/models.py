@@ -60,16 +60,19 @@ def ensure_files(name: str) -> str | None:
     spec = PRETRAINED[name]
     if hub.cached(spec, CACHE_DIR) is not None:
         return None
-    with st.sidebar.status(f"Downloading {spec.label} once for this server (about 550 MB) ...", expanded=True) as box:
+    slot = st.sidebar.empty()        # the download's box goes when it fails: the sidebar's warning says why
+    with slot.status(f"Downloading {spec.label} once for this server (about 550 MB) ...", expanded=True) as box:
         bar = st.progress(0.0, text="Asking the Hugging Face hub ...")
         try:
             hub.fetch(spec, CACHE_DIR, progress=lambda done, total, file: bar.progress(
                 done / total, text=f"{file} ({done + 1} of {total})" if file else "Done."))
         except hub.HubUnavailable as problem:
-            box.update(label=f"{spec.label} is not available here", state="error", expanded=False)
-            return str(problem)
-        box.update(label=f"{spec.label} downloaded", state="complete", expanded=False)
-    return None
+            failed = str(problem)
+        else:
+            box.update(label=f"{spec.label} downloaded", state="complete", expanded=False)
+            return None
+    slot.empty()
+    return failed
 
 
 def get_bundle(name: str) -> Bundle:

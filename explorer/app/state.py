@@ -25,7 +25,7 @@ from explorer.registry import BY_SLUG
 from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
                    forecast_position, is_finite, model_key, quote, trace_is_finite)
 
-VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter")
+VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter", "high_contrast")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
 READ_LIMIT = 64        # tokens a page shows at most (GPT-2 could read 1,024; 64 keeps every number on a screen)
 
@@ -96,8 +96,9 @@ def _load_url_once(notices: list[str]) -> None:
     for key in PAGE_KEYS:
         if key in query:
             st.session_state[f"_url_{key}"] = query[key]        # checked against the model in _clamp
-    if "presenter" in query:
-        st.session_state["presenter"] = query["presenter"] in ("1", "true", "on")
+    for key in ("presenter", "high_contrast"):
+        if key in query:
+            st.session_state[key] = query[key] in ("1", "true", "on")
     linked = {name for page in BY_SLUG.values() for name in page.linked}
     st.session_state["_url_fields"] = {name: _link_value(query[name]) for name in linked if name in query}
     if "section" in query:            # a tab label of this page; st.tabs ignores a label it does not have
@@ -135,6 +136,7 @@ def current_view() -> View:
             st.session_state[key] = st.session_state[key]
     st.session_state.setdefault("text", DEFAULT_SENTENCE)
     st.session_state.setdefault("presenter", False)
+    st.session_state.setdefault("high_contrast", False)
     with st.sidebar:
         names = model_names()
         if st.session_state.get("model") not in names:
@@ -154,6 +156,10 @@ def current_view() -> View:
                              help="Type anything and press Enter. Every page shows this sentence.")
         presenter = st.toggle("Presenter mode", key="presenter",
                               help="Larger text and figures for a projector; explanations start collapsed.")
+        st.toggle("High contrast", key="high_contrast",
+                  help="No grey text, thicker type and lines, and charts in black and white with strong colours: "
+                       "readable on a washed-out projector.")
+        theme_note()
     bundle = get_bundle(name)
     view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices)
     try:
@@ -239,8 +245,9 @@ def view_params() -> dict[str, str]:
     for key in PAGE_KEYS:
         if isinstance(state.get(key), int):
             params[key] = str(state[key])
-    if state.get("presenter"):
-        params["presenter"] = "1"
+    for key in ("presenter", "high_contrast"):
+        if state.get(key):
+            params[key] = "1"
     page = BY_SLUG.get(state.get("_page") or "home")
     for name, key in (page.linked_keys if page else {}).items():
         value = state.get(key)
@@ -270,3 +277,10 @@ def view() -> View:
         PagesManager.uses_pages_directory = False
         st.rerun()
     return st.session_state["view"]
+
+
+def theme_note() -> None:
+    """Where a visitor chooses light or dark: Streamlit follows the device, and switches its theme only in the
+    browser, from its own menu (Python cannot set it), so the sidebar says where that choice is."""
+    st.caption("Light or dark follows your device. To choose: the **⋮** menu at the top right, then **System**, "
+               "**Light** or **Dark**.")

@@ -124,7 +124,7 @@ def embedding_matrix_of(bundle) -> torch.Tensor:
 def intro(v: View) -> str:
     cfg = v.bundle.model.cfg
     D, V = cfg.d_model, cfg.vocab_size
-    scale = (f"\n\nThis model also multiplies every row by √{D} = {math.sqrt(D):.3f} (`embed_scale`), as the 2017 "
+    scale = (f"\n\nThis model also multiplies every row by √{D} = {math.sqrt(D):.3f} (it scales its embeddings), as the 2017 "
              "paper does, so the embeddings are not drowned out by the positional signal added next."
              if cfg.embed_scale else "")
     return f"""\
@@ -412,11 +412,11 @@ def lookup_math(v: View, trace: Trace, position: int) -> str:
              f"2. So the model reads **row {token_id}** of the {cfg.vocab_size:,} x {cfg.d_model} embedding matrix.",
              f"3. That row's first {min(MATH_VALUES, cfg.d_model)} of {cfg.d_model} numbers: `{_vector(row)}`"]
     if cfg.embed_scale:
-        lines.append(f"4. This model has `embed_scale`: the row is multiplied by √{cfg.d_model} = "
-                     f"{math.sqrt(cfg.d_model):.4f}, giving `{_vector(used)}`: that is embed.tok.")
+        lines.append(f"4. This model scales its embeddings: the row is multiplied by √{cfg.d_model} = "
+                     f"{math.sqrt(cfg.d_model):.4f}, giving `{_vector(used)}`, the vector the model reads on with.")
     else:
-        lines.append(f"4. This model has no `embed_scale`, so the row goes in unchanged: "
-                     f"embed.tok = `{_vector(used)}`.")
+        lines.append(f"4. This model does not scale its embeddings, so the row goes in unchanged: "
+                     f"`{_vector(used)}`.")
     return "\n".join(lines)
 
 

@@ -134,8 +134,8 @@ class NormStep:
     key: str             # "norm1", "norm2", "final"
     label: str
     module: nn.Module
-    x_name: str          # what goes in, in trace names
-    y_name: str          # what comes out
+    x_name: str          # what goes in, in plain words (the trace's names are for code, not students)
+    y_name: str          # what comes out, in plain words
     x: torch.Tensor      # (T, D)
     y: torch.Tensor      # (T, D), from the trace
 
@@ -151,19 +151,22 @@ def norm_steps(view: View, layer: int) -> list[NormStep]:
     if cfg.norm_position == "pre":
         last = cfg.n_layers - 1
         return [
-            NormStep("norm1", "norm1, before attention", block.norm1, f"{b}.resid_pre", f"{b}.attn.in",
-                     get("resid_pre"), get("attn.in")),
-            NormStep("norm2", "norm2, before the feed-forward network", block.norm2, f"{b}.resid_mid", f"{b}.mlp.in",
+            NormStep("norm1", "norm1, before attention", block.norm1, f"the stream entering layer {layer}",
+                     "what attention reads", get("resid_pre"), get("attn.in")),
+            NormStep("norm2", "norm2, before the feed-forward network", block.norm2,
+                     f"the stream after layer {layer}'s attention", "what the feed-forward network reads",
                      get("resid_mid"), get("mlp.in")),
             NormStep("final", "final norm, before the prediction", model.final_norm,
-                     f"blocks.{last}.resid_post", "final.norm", trace["resid_post", last][0],
-                     trace["final.norm"][0]),
+                     f"the stream leaving the last layer ({last})", "what the prediction reads",
+                     trace["resid_post", last][0], trace["final.norm"][0]),
         ]
     return [
-        NormStep("norm1", "norm1, after attention is added", block.norm1, f"{b}.resid_pre + {b}.attn.out",
-                 f"{b}.resid_mid", get("resid_pre") + get("attn.out"), get("resid_mid")),
-        NormStep("norm2", "norm2, after the feed-forward network is added", block.norm2, f"{b}.resid_mid + {b}.mlp.out",
-                 f"{b}.resid_post", get("resid_mid") + get("mlp.out"), get("resid_post")),
+        NormStep("norm1", "norm1, after attention is added", block.norm1,
+                 f"the stream entering layer {layer} plus what attention adds", f"the stream after layer {layer}'s attention",
+                 get("resid_pre") + get("attn.out"), get("resid_mid")),
+        NormStep("norm2", "norm2, after the feed-forward network is added", block.norm2,
+                 f"the stream after layer {layer}'s attention plus what the feed-forward network adds",
+                 f"the stream leaving layer {layer}", get("resid_mid") + get("mlp.out"), get("resid_post")),
     ]
 
 

@@ -1,0 +1,156 @@
+"""WCAG 2.1 AA as axe-core measures it, in a real browser (Chromium through Playwright, see test_browser.py).
+
+axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every tab (each tab is opened with a
+click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
+encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
+phone's 390 x 844, with the device set to light and to dark. Any violation fails, charts included, with the rule,
+where it is and what is wrong; so does a page that scrolls sideways on the phone (reflow, which axe does not
+check). axe-core comes with axe-playwright-python: nothing is downloaded.
+"""
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+
+from bench.live import CHARTS_DRAWN
+from browser_support import open_view, wait_until_run
+from explorer.registry import BY_SLUG
+
+WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+SIZES = {"desktop": (1366, 768), "phone": (390, 844)}
+SCHEMES = ["light", "dark"]
+axe = Axe()
+ENCODER_DECODER_VIEW = {"model": "translate", "text": "the red cat sleeps"}
+
+
+def settle(page) -> None:
+    """Wait for the script run, and for every chart on the page to be drawn."""
+    wait_until_run(page)
+    if page.locator(".explorer-plot").count():
+        page.wait_for_function(CHARTS_DRAWN, polling=100)
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+def violations(page) -> list[str]:
+    """axe-core's WCAG 2.1 A/AA violations on the page as it is, one line per element."""
+    results = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}, "resultTypes": ["violations"]})
+    lines = []
+    for rule in results.response["violations"]:
+        for node in rule["nodes"]:
+            where = " > ".join(str(t) for t in node["target"])
+            summary = " ".join((node.get("failureSummary") or "").split())
+            lines.append(f"{rule['id']} ({rule['impact']}) at {where}: {rule['help']}. {summary[:300]}")
+    return lines
+
+
+# WCAG 2.1's reflow (1.4.10): nothing scrolls sideways on a narrow screen. The document and Streamlit's main area
+# (which scrolls on its own) are no wider than the window; if they are, the elements that stick out the furthest.
+TOO_WIDE = """() => {
+  const width = document.documentElement.clientWidth;
+  const boxes = [document.documentElement, document.querySelector('[data-testid=stMain]')].filter(Boolean);
+  const widest = Math.max(...boxes.map(b => b.scrollWidth));
+  if (widest <= width) return null;
+  const out = [...document.querySelectorAll('[data-testid=stMain] *')]
+    .filter(e => e.getBoundingClientRect().right > width + 1 && e.getBoundingClientRect().width > 0)
+    .sort((a, b) => b.getBoundingClientRect().right - a.getBoundingClientRect().right).slice(0, 3)
+    .map(e => (e.closest('[data-testid]') || e).dataset.testid + ' ' + e.tagName.toLowerCase()
+              + ' "' + (e.innerText || '').trim().slice(0, 40) + '"');
+  return `${widest} px wide in a ${width} px window, scrolls sideways: ${out.join('; ')}`;
+}"""
+
+
+def check_all_schemes(page, what: str, found: list[str]) -> None:
+    """Run axe with the device set to light, then dark; add what it finds to `found`, saying where. On a phone,
+    also whether the page scrolls sideways."""
+    for scheme in SCHEMES:
+        page.emulate_media(color_scheme=scheme)
+        settle(page)
+        found += [f"[{what}, {scheme}] {line}" for line in violations(page)]
+    if page.viewport_size["width"] < 500 and (wide := page.evaluate(TOO_WIDE)):
+        found.append(f"[{what}] reflow (WCAG 1.4.10): {wide}")
+
+
+def open_tab(page, label: str) -> None:
+    """Click a tab open, as a student does, and wait for its content (drawn only when open)."""
+    page.get_by_role("tab", name=label, exact=True).click()
+    page.wait_for_function("label => [...document.querySelectorAll('[role=tab][aria-selected=true]')]"
+                           ".some(t => t.innerText.trim() === label)", arg=label)
+    settle(page)
+
+
+def reveal_a_discovery(page) -> None:
+    """Guess on the first card and reveal it (a revealed card shows the verdict, the answer and "Show me")."""
+    page.locator("[data-testid=stMain] [data-testid=stRadio] [role=radiogroup] label").first.click()
+    settle(page)
+    page.get_by_role("button", name="Reveal", disabled=False).first.click()
+    page.get_by_role("button", name="Show me").first.wait_for()
+    settle(page)
+
+
+PAGES = ["home", "tokenization", "embedding", "positions", "attention", "feedforward", "residual", "prediction",
+         "encoder-decoder", "discoveries", "training"]
+
+
+def report(found: list[str]) -> str:
+    return f"{len(found)} WCAG 2.1 AA violation(s):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("slug", PAGES)
+def test_every_page_and_tab_has_no_wcag_violation(tab, app_url, slug, size):
+    width, height = SIZES[size]
+    tab.set_viewport_size({"width": width, "height": height})
+    query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
+    open_view(tab, app_url, slug, **query)
+    found: list[str] = []
+    labels = BY_SLUG[slug].labels
+    check_all_schemes(tab, f"{slug}, {size}" + (f", tab {labels[0]!r}" if labels else ""), found)
+    for label in labels[1:]:
+        open_tab(tab, label)
+        check_all_schemes(tab, f"{slug}, {size}, tab {label!r}", found)
+    if slug == "discoveries":
+        reveal_a_discovery(tab)
+        check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
+    assert not found, report(found)
+
+
+@pytest.mark.parametrize("slug", PAGES)
+def test_presenter_mode_has_no_wcag_violation_with_or_without_high_contrast(tab, app_url, slug):
+    tab.set_viewport_size({"width": 1366, "height": 768})
+    query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
+    found: list[str] = []
+    for high_contrast in (0, 1):
+        open_view(tab, app_url, slug, presenter=1, high_contrast=high_contrast, **query)
+        check_all_schemes(tab, f"{slug}, presenter" + (", high contrast" if high_contrast else ""), found)
+    assert not found, report(found)
+
+
+# Text axe-core leaves "incomplete" (it cannot find the background behind a tab's label, drawn over a pseudo
+# element): each tab label's and primary button's text colour against the first opaque background behind it.
+TEXT_CONTRAST = """selector => [...document.querySelectorAll(selector)].map(el => {
+  const parts = c => c.match(/[\\d.]+/g).map(Number);
+  const lum = c => { const f = v => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    const [r, g, b] = parts(c); return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const text = [...el.querySelectorAll('p, span')].find(e => e.innerText.trim()) || el;
+  let behind = 'rgb(255, 255, 255)';
+  for (let e = text; e; e = e.parentElement) {
+    const c = getComputedStyle(e).backgroundColor, p = parts(c);
+    if (p.length < 4 || p[3] > 0.5) { behind = c; break; }
+  }
+  const [a, b] = [lum(getComputedStyle(text).color), lum(behind)];
+  return {label: el.innerText.trim(), colour: getComputedStyle(text).color, behind,
+          contrast: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)};
+})"""
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_tab_labels_and_primary_buttons_read_at_4_5_to_1_where_axe_cannot_tell(tab, app_url, scheme):
+    tab.set_viewport_size({"width": 1366, "height": 768})
+    tab.emulate_media(color_scheme=scheme)
+    open_view(tab, app_url, "training")
+    tab.get_by_role("button", name="Start").wait_for()
+    buttons = tab.evaluate(TEXT_CONTRAST, "button[kind=primary]")
+    open_view(tab, app_url, "attention")
+    tabs = tab.evaluate(TEXT_CONTRAST, "[data-testid=stTabs] [role=tab]")
+    assert any(b["label"].endswith("Start") for b in buttons), buttons
+    assert len(tabs) == len(BY_SLUG["attention"].labels)
+    weak = [t for t in buttons + tabs if t["contrast"] < 4.5]
+    assert not weak, weak
