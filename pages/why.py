@@ -30,6 +30,13 @@ if decoder:
     st.info(Y.decoder_note(v, trace), icon=":material/translate:")
 
 
+def open_head(layer: int, head: int, position: int) -> None:
+    """Open head `head` of layer `layer` on the Attention page, reading from `position`."""
+    apply_view(layer=layer, head=head, token=position, sections={"attention": BY_SLUG["attention"].tab("who-looks")})
+    st.session_state[GO] = BY_SLUG["attention"].file
+    st.rerun()
+
+
 def sentence(problem: Exception) -> str:
     """A refusal from the model's code as a sentence: a capital first, a full stop last."""
     text = str(problem).strip()
@@ -89,7 +96,10 @@ if attribution_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()             # above the chart; on a projector under it, so the chart comes first
-            chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution")
+            clicked = Y.clicked_head(chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution",
+                                           clickable=not decoder))
+            if clicked:                                    # a head's bar opens that head on the Attention page
+                open_head(*clicked, position)
             (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
             if other is not None:
                 st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
@@ -101,11 +111,8 @@ if attribution_tab.open:
                 layer, head = layer_picker(v, left), head_picker(v, right)
                 st.markdown(Y.head_story(v, trace, result, layer, head, target))
                 if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
-                             key="why_open_head"):
-                    apply_view(layer=layer, head=head, token=position,
-                               sections={"attention": BY_SLUG["attention"].tab("who-looks")})
-                    st.session_state[GO] = BY_SLUG["attention"].file
-                    st.rerun()
+                             key="why_open_head", help="Or click a head's bar in the chart above."):
+                    open_head(layer, head, position)
             panel = st.expander("Every part as a table", icon=":material/table:", key="why_table", on_change="rerun")
             if panel.open:                             # closed, it costs the server nothing
                 table = Y.attribution_table(v, result, target, other)
@@ -126,9 +133,11 @@ if routes_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()
-            chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes")
+            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes", clickable=True)
             (st if v.presenter else story).markdown(Y.routes_story(v, edges, position))
             nodes = Y.route_nodes(edges)
+            if (chosen := Y.clicked_node(click, nodes)) is not None:
+                st.session_state["why_node"] = chosen      # a click on a node opens what its update wrote
             if nodes:
                 index = st.selectbox("What did this update write?", range(len(nodes)), key="why_node",
                                      format_func=lambda i: Y.node_label(v, nodes[i]),

@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import open_view
+from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
 
 TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
@@ -87,7 +88,9 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
     chart.hover()
     with tab.expect_download() as png:
         chart.locator(".modebar-btn[data-title='Download plot as a PNG']").click()
-    assert png.value.suggested_filename == "transformer-explorer-attention.png"
+    last = len(DEFAULT_SENTENCE.split()) - 1                  # the page opens on the last token, layer 0, head 0
+    name = f"transformer-explorer-attention-pattern-layer0-head0-token{last}"
+    assert png.value.suggested_filename == f"{name}.png"
     data = open(png.value.path(), "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1920   # PNG width
     tab.locator("[data-testid=stSidebar]").get_by_text("SVG", exact=True).click()
@@ -97,6 +100,6 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
     chart.hover()
     with tab.expect_download() as svg:
         chart.locator(".modebar-btn[data-title='Download plot']").click()
-    assert svg.value.suggested_filename == "transformer-explorer-attention.svg"
+    assert svg.value.suggested_filename == f"{name}.svg"
     text = open(svg.value.path(), encoding="utf-8").read()
     assert text.startswith("<svg") and 'width="1920"' in text[:600] and "Attention pattern" in text

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from conftest import open_page, plotly_charts, show_section
+from explorer.app.layout import FILE_FIELDS
 from explorer.plot import MASKED, labels, template_for, token_label, visible
 from explorer.registry import STEPS
 
@@ -41,7 +42,11 @@ def test_every_chart_offers_a_presentation_size_download(slug):
         assert config["showLink"] is False and config["modeBarButtons"] == [["toImage", "resetScale2d"]]
         image = config["toImageButtonOptions"]
         assert image["format"] == "png" and image["width"] == 1920 and image["height"] >= 1080
-        assert image["scale"] == 1 and image["filename"] == f"transformer-explorer-{slug}"
+        assert image["scale"] == 1 and image["filename"].startswith(f"transformer-explorer-{slug}-")
+        for field in FILE_FIELDS.get(slug, ()):              # named after what it shows: its layer, head, token
+            assert f"-{field}{at.session_state[field]}" in image["filename"]
+    names = [config["toImageButtonOptions"]["filename"] for config in configs]
+    assert len(set(names)) == len(names)                      # every chart of a page saves under its own name
 
 
 def test_the_sidebar_switches_downloads_to_svg_and_the_choice_survives_other_pages():

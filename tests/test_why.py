@@ -279,3 +279,25 @@ def test_the_estimate_story_states_how_well_it_agrees_with_the_exact_grids():
         assert f"correlation {r:.2f}, largest gap {float(gap.max()):.2f}" in story
         assert f"exact {float(grid[layer, col]):.2f}, estimate {float(estimated[layer, col]):.2f})" in story
     assert Y.agreement(torch.ones(2, 2), torch.zeros(2, 2))[0] is None         # a constant grid: no correlation
+
+
+def test_a_click_on_a_heads_bar_or_a_route_node_names_what_it_chose():
+    view = pronoun_view()
+    trace, position = view.trace, 7
+    target = Y.favourites(trace, position, 1)[0]
+    fig = Y.attribution_figure(view, trace, position, target)
+    bar = fig.data[0]
+    for label, data in zip(bar.y, bar.customdata):
+        head = Y.clicked_head({"customdata": list(data)})
+        if label.startswith("L") and " H" in label:                     # a head's bar: "L1 H2"
+            assert head == (int(label[1:label.index(" ")]), int(label.split(" H")[1]))
+        else:                                                          # embeddings, MLPs, the rest, the total
+            assert head is None
+    assert Y.clicked_head(None) is None and Y.clicked_head({"customdata": ["<b>", 1]}) is None
+    edges = A.routes(view.bundle.model, trace, 9, 0.01)
+    nodes = Y.route_nodes(edges)
+    figure = Y.routes_figure(view, edges, 9, 0.01)
+    points = figure.data[-1].customdata
+    chosen = [Y.clicked_node({"customdata": list(p)}, nodes) for p in points]
+    assert sorted(i for i in chosen if i is not None) == list(range(len(nodes)))   # every update node, once
+    assert all(nodes[i].row == p[0] and nodes[i].position == p[1] for i, p in zip(chosen, points) if i is not None)

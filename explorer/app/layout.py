@@ -87,17 +87,32 @@ def figure_format_picker() -> None:
 TOOLBAR = [["toImage", "resetScale2d"]]      # what a student uses: save the figure, undo a zoom
 
 
-def chart_config(fig=None) -> dict:
+# The view fields a saved figure's file name carries, per page (what the figure shows depends on them).
+FILE_FIELDS = {"attention": ("layer", "head", "token"), "feedforward": ("layer", "token"),
+               "residual": ("layer", "token"), "prediction": ("token",), "why": ("token",)}
+
+
+def figure_file_name(key: str | None = None) -> str:
+    """A saved figure's file name, after what it shows: 'transformer-explorer-attention-pattern-layer1-head2-token6'."""
+    page = st.session_state.get("_page") or "home"
+    parts = ["transformer-explorer", page, *([key] if key else [])]
+    parts += [f"{field}{st.session_state[field]}" for field in FILE_FIELDS.get(page, ())
+              if isinstance(st.session_state.get(field), int)]
+    return "-".join(part.replace("_", "-") for part in parts)
+
+
+def chart_config(fig=None, key: str | None = None) -> dict:
     """Plotly's config for every step page's chart: a toolbar of two buttons (its camera saves the figure at
     presentation size, 1920 pixels wide, at least 1080 high, a taller figure keeping its proportions, in the
-    sidebar's format; the other resets the axes), and nothing that links to or uploads to Plotly's servers."""
+    sidebar's format, named after what it shows; the other resets the axes), and nothing that links to or uploads
+    to Plotly's servers."""
     height = (fig.layout.height if fig is not None else None) or 0
     return {"displaylogo": False, "displayModeBar": "hover",        # shown on hover: never over a chart's title
             "modeBarButtons": TOOLBAR, "showSendToCloud": False, "showEditInChartStudio": False,
             "showLink": False, "showTips": False,
             "toImageButtonOptions": {
                 "format": FIGURE_FORMATS.get(st.session_state.get(FORMAT_KEY), "png"),
-                "filename": f"transformer-explorer-{st.session_state.get('_page') or 'figure'}",
+                "filename": figure_file_name(key),
                 "width": 1920, "height": max(1080, round(height * 1.5)), "scale": 1}}
 
 
@@ -111,18 +126,20 @@ def template_json(theme: str | None, high_contrast: bool) -> dict:
     return template_for(theme, high_contrast).to_plotly_json()
 
 
-def chart(fig, where=st, *, key: str, description: str | None = None) -> None:
+def chart(fig, where=st, *, key: str, description: str | None = None, clickable: bool = False) -> dict | None:
     """Draw a Plotly figure with the shared config (download at presentation size) in the page's theme as the
     page's chart named `key`: when the sentence or a slider changes, the browser redraws that chart in place
     (see `plotly_component` for why this is not `st.plotly_chart`). A screen reader announces it by a sentence
     computed from its data (`description` when the page knows a better one), and "Show as a table" under it
-    lists its numbers (computed only while open). `fig` is not changed (it may be a cached figure)."""
+    lists its numbers (computed only while open). `fig` is not changed (it may be a cached figure). With
+    `clickable`, returns the point a click on the chart just chose (see `plotly_component.plotly_chart`)."""
     figure = fig.to_dict()
     figure["layout"]["template"] = chart_template()
-    plotly_chart(figure, key, chart_config(fig), describe(fig, description), where)
+    clicked = plotly_chart(figure, key, chart_config(fig, key), describe(fig, description), where, clickable)
     if has_tables(fig):
         with contextlib.nullcontext() if where is st else where:
             table_panel(fig, key)
+    return clicked
 
 
 def table_panel(fig, key: str) -> None:

@@ -347,7 +347,7 @@ function quietToolbar(plot) {
   plot.querySelectorAll(".modebar-btn, .modebar a").forEach(b => b.setAttribute("tabindex", "-1"));
 }
 
-export default function ({ parentElement, data }) {
+export default function ({ parentElement, data, setTriggerValue }) {
   let frame = parentElement.querySelector(".explorer-chart");
   let plot = parentElement.querySelector(".explorer-plot");
   if (!frame) {
@@ -378,6 +378,15 @@ export default function ({ parentElement, data }) {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";
       quietToolbar(plot);
       if (!isDiagram(fitted.layout)) declutter(plot);
+      plot.__send = setTriggerValue;
+      if (data.clickable && !plot.__clicks) {       // a click on a bar or a point tells the page which one
+        plot.__clicks = true;
+        plot.on("plotly_click", event => {
+          const point = event.points && event.points[0];
+          if (point) plot.__send("click", {x: point.x, y: point.y, curve: point.curveNumber,
+                                           point: point.pointNumber, customdata: point.customdata ?? null});
+        });
+      }
       if (!plot.__afterplot) {                      // a zoom or a resize redraws the labels: declutter again
         plot.__afterplot = () => { if (!isDiagram(plot.layout || {})) declutter(plot); quietToolbar(plot); };
         plot.on("plotly_afterplot", plot.__afterplot);
@@ -418,13 +427,16 @@ _component = st.components.v2.component("explorer_plotly", js=JS.replace("PLOTLY
                                          html="", isolate_styles=False)
 
 
-def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st) -> None:
+def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st, clickable: bool = False) -> dict | None:
     """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`) in `where` (a container, a column; by default where
     the page is) as the chart named `key`, announced to a screen reader as `label`: the same key on the next run
-    updates the same chart in place."""
+    updates the same chart in place. With `clickable`, returns the point a click just chose ({"x", "y", "curve",
+    "point", "customdata"}) on the run that click starts, else None."""
     if not provide_plotly_js():
         where.plotly_chart(figure, config=config, key=f"chart_{key}", alt=label, theme=None)
-        return
+        return None
     with contextlib.nullcontext() if where is st else where:
-        _component(data={"figure": pio.to_json(figure, validate=False), "config": config, "label": label},
-                   key=f"chart_{key}")
+        result = _component(data={"figure": pio.to_json(figure, validate=False), "config": config, "label": label,
+                                  "clickable": clickable},
+                            key=f"chart_{key}", **({"on_click_change": lambda: None} if clickable else {}))
+    return getattr(result, "click", None) if clickable else None

@@ -123,8 +123,12 @@ def contribution_figure(result: A.Attribution, values: torch.Tensor, title: str,
     names.append(safe(total_label))
     numbers.append(float(values.sum()))
     colours.append(TOTAL)
+    heads = [[p.layer, p.head] if p.kind == "head" and p.attention != "cross_attn" else [-1, -1]
+             for p in (result.parts[i] for i in shown)]
+    heads += [[-1, -1]] * (len(names) - len(heads))          # the rest and the total open nothing
     fig = go.Figure(go.Bar(
         x=numbers, y=names, orientation="h", marker_color=colours, text=[f"{v:+.2f}" for v in numbers],
+        customdata=heads,                                    # (layer, head) of a self-attention head's bar
         textposition="outside", cliponaxis=False, constraintext="none",
         hovertemplate="<b>%{y}</b><br>%{x:+.4f}<extra></extra>"),
         layout=dict(title=title, xaxis=dict(title="contribution to the score (logit)", zeroline=True,
@@ -277,6 +281,21 @@ def edge_ends(edge: A.Edge) -> tuple[Node, Node]:
     return Node(edge.layer, "mid", edge.source), Node(edge.layer, "post", edge.target)
 
 
+def clicked_head(click: dict | None) -> tuple[int, int] | None:
+    """The (layer, head) of the attribution bar a click chose (see `contribution_figure`), or None."""
+    data = (click or {}).get("customdata")
+    if isinstance(data, list) and len(data) == 2 and all(isinstance(v, int) for v in data) and data[0] >= 0:
+        return data[0], data[1]
+    return None
+
+
+def clicked_node(click: dict | None, nodes: list[Node]) -> int | None:
+    """The index in `nodes` (route_nodes) of the stream state a click on the routes chose, or None."""
+    data = (click or {}).get("customdata")
+    where = {(n.row, n.position): i for i, n in enumerate(nodes)}
+    return where.get(tuple(data)) if isinstance(data, list) and len(data) == 2 else None
+
+
 def route_nodes(edges: list[A.Edge]) -> list[Node]:
     """Every state an update was written into on the routes (the nodes a student can open), top layer first."""
     nodes = {edge_ends(e)[1] for e in edges if e.kind != "residual"}
@@ -308,7 +327,7 @@ def routes_figure(view: View, edges: list[A.Edge], position: int, threshold: flo
     data.append(go.Scatter(
         x=[n.position for n in nodes], y=[n.row for n in nodes], mode="markers", name="stream state",
         marker=dict(size=[14 if n.position == position and n.row == 2 * L else 9 for n in nodes], color=TOTAL),
-        hovertemplate="%{text}<extra></extra>", showlegend=False,
+        hovertemplate="%{text}<extra></extra>", showlegend=False, customdata=[[n.row, n.position] for n in nodes],
         text=[f"{safe(view.tokens[n.position])} (position {n.position}), " +
               ("embeddings" if n.layer < 0 else f"layer {n.layer} after {'attention' if n.state == 'mid' else 'the MLP'}")
               for n in nodes]))
