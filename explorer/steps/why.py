@@ -25,7 +25,7 @@ BARS = 14                                         # parts drawn one by one; the 
 ROUTE_THRESHOLD = 0.02                            # llm-transparency-tool uses 0.04; a tiny model's heads are weaker
 SMALL_GAP = 0.5                                   # a logit-difference gap below this is called small
 PROMOTED = 8                                      # tokens listed as promoted and as suppressed
-PUSH, PULL, TOTAL, REST = "#CC3311", "#0077BB", "#333333", "#BBBBBB"
+PUSH, PULL, TOTAL, REST = "#CC3311", "#0077BB", "#6E6E6E", "#9E9E9E"   # greys readable on a light and a dark page
 KIND_WORDS = {"embed": "the embeddings", "head": "the attention heads", "mlp": "the feed-forward layers (MLPs)",
               "bias": "the biases"}
 
