@@ -12,7 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 
 from bench.live import CHARTS_DRAWN
 from browser_support import open_view, wait_until_run
-from explorer.registry import BY_SLUG
+from explorer.registry import BY_SLUG, NAVIGATION
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 SIZES = {"desktop": (1366, 768), "phone": (390, 844)}
@@ -85,8 +85,7 @@ def reveal_a_discovery(page) -> None:
     settle(page)
 
 
-PAGES = ["home", "tokenization", "embedding", "positions", "attention", "feedforward", "residual", "prediction",
-         "encoder-decoder", "discoveries", "training"]
+PAGES = [page.slug for page in NAVIGATION]          # every page of the sidebar (explorer/registry.py)
 
 
 def report(found: list[str]) -> str:

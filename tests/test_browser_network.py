@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from browser_support import open_view, wait_until_run
+from explorer.app.plotly_component import PLOTLY_JS
 from explorer.registry import BY_SLUG
 from test_browser_a11y import ENCODER_DECODER_VIEW, PAGES, settle
 
@@ -43,7 +44,7 @@ def test_every_request_of_every_page_goes_to_the_app_itself(logged, app_url, slu
     assert any(url.startswith("ws") for url in logged.requests), logged.requests   # the log sees the websocket,
     assert any(url.endswith(".woff2") for url in logged.requests)                  # the fonts (Streamlit's own)
     if logged.locator(".explorer-plot").count():                                   # and plotly.js, for charts
-        assert any(url.endswith("/app/static/plotly.min.js") for url in logged.requests)
+        assert any(url.endswith(f"/app/static/{PLOTLY_JS.name}") for url in logged.requests)
     assert elsewhere(logged.requests, app_url) == []
 
 

@@ -541,7 +541,7 @@ def check_lookup(c: Claims, at: AppTest, ref: Ref, W: torch.Tensor, rows: torch.
     m = c.find(rf"That row's first {n} of {ref.D} numbers: `\[(.*?)\]`")
     for shown, true in zip(vector(m[1]), W[token_id, :n].tolist()):
         shows(f"{shown:.4f}", true, "the row")
-    m = c.find(r"(?:embed\.tok = |giving )`\[(.*?)\]`")
+    m = c.find(r"(?:unchanged: |giving )`\[(.*?)\]`")
     for shown, true in zip(vector(m[1]), rows[position, :n].tolist()):
         shows(f"{shown:.4f}", true, "embed.tok")
 
@@ -1164,9 +1164,22 @@ def check_residual(at: AppTest, ref: Ref) -> None:
     else:
         token = at.session_state["token"]
         m = c.find(rf"{kind} for token {token} {re.escape(quote(ref.tokens[token]))}, .*? in layer {layer}: its input "
-                   r"is ([\w.]+(?: \+ [\w.]+)?), its output ([\w.]+?)\. ")
-        x = sum(tr[name.strip()][0, token] for name in m[1].split("+")).double()    # (D,)
-        y = tr[m[2]][0, token]
+                   r"is (.+?), its output (.+?)\. ")
+        # the page names them in plain words; here, what each phrase is in the trace
+        last = ref.model.cfg.n_layers - 1
+        b = f"blocks.{layer}"
+        named = {f"the stream entering layer {layer}": [f"{b}.resid_pre"], "what attention reads": [f"{b}.attn.in"],
+                 f"the stream after layer {layer}'s attention": [f"{b}.resid_mid"],
+                 "what the feed-forward network reads": [f"{b}.mlp.in"],
+                 f"the stream leaving the last layer ({last})": [f"blocks.{last}.resid_post"],
+                 "what the prediction reads": ["final.norm"], f"the stream leaving layer {layer}": [f"{b}.resid_post"],
+                 f"the stream entering layer {layer} plus what attention adds": [f"{b}.resid_pre", f"{b}.attn.out"],
+                 f"the stream after layer {layer}'s attention plus what the feed-forward network adds":
+                     [f"{b}.resid_mid", f"{b}.mlp.out"]}
+        assert m[1] in named and m[2] in named, (m[1], m[2])
+        x = sum(tr[name][0, token] for name in named[m[1]]).double()                 # (D,)
+        [output] = named[m[2]]
+        y = tr[output][0, token]
         module = {"norm1": ref.model.blocks[layer].norm1, "norm2": ref.model.blocks[layer].norm2}.get(
             at.session_state["residual_norm"], ref.model.final_norm)
         with torch.no_grad():

@@ -22,6 +22,7 @@ BASE_CSS = """<style>
   color: inherit !important; font-weight: 600; }
 [data-testid="stRadio"]:has(input:disabled) label, [data-testid="stRadio"]:has(input:disabled) label * {
   color: inherit !important; }
+[data-testid="stSliderThumbValue"], [data-testid="stSliderThumbValue"] * { color: inherit !important; }
 [data-testid="stTabs"] [role="tablist"] { flex-wrap: wrap; overflow: visible; row-gap: 0.25rem; }
 [data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
 [data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
