@@ -36,11 +36,15 @@ FOCUSED = """() => {
 }"""
 
 
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
 def tab_through(page, most: int = 120) -> list[dict]:
     """Press Tab from the top of the page until the focus comes back round; what had focus, in order."""
     seen = []
     for _ in range(most):
         page.keyboard.press("Tab")
+        page.evaluate(NEXT_FRAME)                 # the focus styles are drawn (a busy machine may lag a frame)
         focused = page.evaluate(FOCUSED)
         if focused is None:
             continue
