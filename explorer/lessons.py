@@ -16,9 +16,10 @@ it is computed from the model when the step is shown (`next_word_question`), so 
 import base64
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from model.checkpoint import Bundle
@@ -211,3 +212,23 @@ def file_name(lesson: Lesson) -> str:
     """'lesson-attention-in-ten-minutes.json': the lesson's title in the file's name."""
     words = "".join(c if c.isalnum() else " " for c in lesson.title.lower()).split()
     return "lesson-" + "-".join(words)[:60].strip("-") + ".json" if words else "lesson.json"
+
+
+def steps_table(steps: list[LessonStep]) -> pd.DataFrame:
+    """The steps being built as a table a teacher edits: the order and note are theirs, `keep` drops a step."""
+    return pd.DataFrame({"order": range(1, len(steps) + 1),
+                         "page": [BY_SLUG[s.page].title for s in steps],
+                         "tab": [BY_SLUG[s.page].tab(s.tab) if s.tab else "" for s in steps],
+                         "sentence": [s.view.get("text", "") for s in steps],
+                         "note": [s.note for s in steps], "keep": [True] * len(steps)})
+
+
+def from_table(steps: list[LessonStep], edited: pd.DataFrame, title: str) -> Lesson | None:
+    """The lesson the edited table says (its notes, its order, the kept steps), or None when none is kept."""
+    kept = [(float(row.order) if pd.notna(row.order) else float(n + 1), n,
+             replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else ""))
+            for n, row in enumerate(edited.itertuples()) if row.keep]
+    if not kept:
+        return None
+    ordered = tuple(step for _, _, step in sorted(kept, key=lambda x: (x[0], x[1])))
+    return Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered)

@@ -1,8 +1,6 @@
 """Class: walk a lesson alone, lead a class (a join code, a link and a QR code), or join one as a student."""
 import io
-from dataclasses import replace
 
-import pandas as pd
 import segno
 import streamlit as st
 
@@ -10,29 +8,20 @@ from explorer import lessons as L
 from explorer.app import classroom as C
 from explorer.app.layout import explanation, page_header
 from explorer.app.state import view
-from explorer.registry import BY_SLUG
 from explorer.view import escape
+
 
 def edit_draft(steps: list) -> L.Lesson | None:
     """The lesson being built, as a table: notes to write, an order to change, steps to delete."""
     title = st.text_input("Title", key="lesson_title", max_chars=120, placeholder="Untitled lesson")
-    table = pd.DataFrame({"order": range(1, len(steps) + 1),
-                          "page": [BY_SLUG[s.page].title for s in steps],
-                          "tab": [BY_SLUG[s.page].tab(s.tab) if s.tab else "" for s in steps],
-                          "sentence": [s.view.get("text", "") for s in steps],
-                          "note": [s.note for s in steps], "keep": [True] * len(steps)})
-    edited = st.data_editor(table, key="lesson_editor", hide_index=True, width="stretch",
+    edited = st.data_editor(L.steps_table(steps), key="lesson_editor", hide_index=True, width="stretch",
                             disabled=["page", "tab", "sentence"],
                             column_config={"order": st.column_config.NumberColumn(min_value=1, step=1),
                                            "note": st.column_config.TextColumn(max_chars=1000, width="large")})
-    kept = [(float(row.order) if pd.notna(row.order) else float(n + 1), n,
-             replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else ""))
-            for n, row in enumerate(edited.itertuples()) if row.keep]
-    if not kept:
+    lesson = L.from_table(steps, edited, title)
+    if lesson is None:
         st.info("Every step is unticked: nothing to teach yet.", icon=":material/info:")
-        return None
-    ordered = tuple(step for _, _, step in sorted(kept, key=lambda x: (x[0], x[1])))
-    return L.Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered)
+    return lesson
 
 
 v = view()
