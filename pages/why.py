@@ -6,7 +6,7 @@ from model.inputs import prepare_text
 
 from explorer import memo
 from explorer.app.models import is_encoder_decoder
-from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
                                  sections, step_nav, token_picker)
 from explorer.app.state import READ_LIMIT, apply_view, view
 from explorer.plot import labels
@@ -124,7 +124,8 @@ if attribution_tab.open:
 
 if routes_tab.open:
     with routes_tab:
-        threshold = st.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
+        knobs, stage = beside_the_chart(v, spec=(1, 3))
+        threshold = knobs.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
                               help="Only contributions at least this large (as a share of the state they build) are drawn. "
                                    "llm-transparency-tool starts at 0.04; a tiny model's routes show from 0.02.")
         try:
@@ -133,8 +134,9 @@ if routes_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()
-            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes", clickable=True)
-            (st if v.presenter else story).markdown(Y.routes_story(v, edges, position))
+            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), stage, key="why_routes",
+                          clickable=True)
+            (knobs if v.presenter else story).markdown(Y.routes_story(v, edges, position))
             nodes = Y.route_nodes(edges)
             if (chosen := Y.clicked_node(click, nodes)) is not None:
                 st.session_state["why_node"] = chosen      # a click on a node opens what its update wrote
