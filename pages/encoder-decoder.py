@@ -72,7 +72,7 @@ if decoder.open:
 if steps.open:
     with steps:
         st.subheader("Decoding, one token at a time")
-        st.dataframe(S.greedy_table(v, trace), hide_index=True, column_config={
+        st.dataframe(S.greedy_table(v, trace), hide_index=True, height=280 if v.presenter else "auto", column_config={
             "probability": st.column_config.NumberColumn(format="%.4f"),
             "its probability": st.column_config.NumberColumn(format="%.4f")})
         st.caption("Greedy decoding takes the likeliest token at every step and stops at <eos>.")

@@ -46,10 +46,10 @@ if strongest.open:
     with strongest:
         st.subheader("The strongest neurons for one token")
         knobs, stage = beside_the_chart(v)
-        token = token_picker(v, knobs if v.presenter else st.columns([1, 3])[0])
+        token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
         table = top_neurons(v, layer, token)
         side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
-        left, right = st.columns(2) if side_by_side else (stage.container(), stage.container())
+        left, right = stage.columns(2) if side_by_side else (stage.container(), stage.container())
         chart(top_neurons_figure(v, layer, token, table), left, key="top_neurons")
         chart(top_neurons_everywhere_figure(v, layer, token, table), right, key="top_everywhere")
         knobs.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
@@ -76,7 +76,7 @@ if off_section.open:
         st.subheader(f"What {act} switches off")
         off = zeroed(v, layer)
         knobs, stage = beside_the_chart(v)
-        number, words = (knobs, knobs) if v.presenter else st.columns([1, 3], vertical_alignment="center")
+        number, words = (knobs, knobs) if v.presenter else knobs.columns([1, 3], vertical_alignment="center")
         number.metric("Switched off", f"{off.share:.1%}", border=True)
         words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff:,} "
                        f"neurons) in layer {layer} are {off.rule}. "
@@ -88,7 +88,7 @@ if whatif.open:
     with whatif:
         st.subheader("What if a layer had no feed-forward network?")
         knobs, stage = beside_the_chart(v)
-        token = token_picker(v, knobs if v.presenter else st.columns([1, 3])[0])
+        token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
         search = ff.skip_search(v)
         options = ff.choices(layer, search, token)
         if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows

@@ -100,7 +100,7 @@ if whatif.open:
                 st.session_state["positions_pair_model"] = v.name
             st.session_state.setdefault("positions_sentence_a", a)
             st.session_state.setdefault("positions_sentence_b", b)
-            first, second = st.columns(2)
+            first, second = knobs.columns(2)
             a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
             b = second.text_input(f"Sentence B (the same {P.UNITS[v.bundle.tokenizer.kind][1]} in another order)",
                                   key="positions_sentence_b",
@@ -110,10 +110,10 @@ if whatif.open:
         try:
             pa, pb = P.prepare_pair(v, a, b)
         except ValueError as problem:
-            st.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
+            knobs.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
         else:
             for notice in dict.fromkeys(pa.notices + pb.notices):
-                st.caption(notice)
+                knobs.caption(notice)
             comparison = P.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
                                           P.order_traces(v, pa.ids), P.order_traces(v, pb.ids))
             number = st.column_config.NumberColumn(format="%.4f")

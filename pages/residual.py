@@ -53,7 +53,7 @@ if norm.open:
                     icon=":material/info:")
         else:
             knobs, stage = beside_the_chart(v)
-            left, right = (knobs, knobs) if v.presenter else st.columns([1, 2])
+            left, right = (knobs, knobs) if v.presenter else knobs.columns([1, 2])
             with left:
                 token = token_picker(v)
             options = {s.key: s for s in steps}

@@ -208,11 +208,11 @@ def side_panel(view: View, title: str, icon: str, expanded: bool = False):
 
 def beside_the_chart(view: View, where=st, spec=(1, 2.2)):
     """(choices, stage): in presenter mode two columns, a tab's choices and words on the left and its chart on the
-    right, so the chart starts at the top of the tab, on a projector's first screen; otherwise one place (the
-    choices above the chart, as drawn)."""
+    right, so the chart starts at the top of the tab, on a projector's first screen; otherwise two places, one
+    above the other (the choices above the chart)."""
     if view.presenter:
         return where.columns(list(spec), gap="medium")
-    return where, where
+    return where.container(), where.container()
 
 
 def sections(slug: str) -> list:

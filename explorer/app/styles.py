@@ -44,9 +44,10 @@ h1 { font-size: 1.9rem !important; padding: 0 !important; } h2 { font-size: 1.6r
 h3 { font-size: 1.4rem !important; }
 [data-testid="stTabs"] [role="tab"] p { font-size: 1.05rem !important; }
 [role="tabpanel"] [data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h3) { display: none; }
-[data-testid="stDataFrame"] { zoom: 1.3; }
+[data-testid="stElementContainer"]:has(> [data-testid="stFullScreenFrame"] > [data-testid="stDataFrame"]) {
+  zoom: 1.3; width: calc(100% / 1.3) !important; }
 [data-testid="stPopoverButton"] p { font-size: 1rem !important; }
-[data-testid="stMetricValue"] > div { font-size: 2.6rem !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { font-size: 2.2rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 [data-testid="stSidebarContent"] { display: flex; flex-direction: column; }
 [data-testid="stSidebarHeader"] { order: -2; } [data-testid="stSidebarUserContent"] { order: -1; }
