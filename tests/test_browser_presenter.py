@@ -206,3 +206,18 @@ def test_a_projector_keeps_the_knobs_of_a_live_demo_in_reach(tab, app_url):
     assert table.evaluate("e => e.getBoundingClientRect().width / e.offsetWidth") >= 1.25
     box, main = table.bounding_box(), tab.get_by_test_id("stMainBlockContainer").bounding_box()
     assert box["x"] + box["width"] <= main["x"] + main["width"] + 1, "the enlarged table stays inside the page"
+
+
+def test_the_labs_loss_curve_is_whole_on_a_projectors_first_screen_once_a_run_exists(tab, app_url):
+    tab.set_viewport_size(PROJECTOR)
+    tab.add_init_script("window.localStorage.clear()")
+    open_view(tab, app_url, "training", presenter=1)
+    tab.get_by_role("button", name="Start").click()
+    expect(tab.get_by_test_id("stVegaLiteChart").first).to_be_visible()
+    expect(tab.get_by_test_id("stExpander").filter(has_text="1. Set up")).to_be_visible()   # the setup, folded
+    seen = first_screen(tab, "[data-testid=stVegaLiteChart]", None)
+    tab.get_by_role("button", name="Pause").click()
+    assert seen["share"] == pytest.approx(1.0, abs=1e-3), (seen["share"], seen["top"], seen["bottom"])
+    assert seen["sidebarRight"] <= 1
+    for name in ("Start", "Pause", "Step", "Reset"):                  # the controls beside the curve
+        expect(tab.get_by_role("button", name=name)).to_be_in_viewport(ratio=1)
