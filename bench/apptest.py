@@ -1,6 +1,8 @@
 """The app in this process through Streamlit's AppTest, as a visitor's script runs cost the server."""
+import contextlib
 import logging
 from pathlib import Path
+from unittest import mock
 
 from .live import ROOT
 
@@ -67,7 +69,6 @@ def run_fragment(at, fragment_id: str, timeout: float = 60) -> int:
     a server. Returns how many full runs followed (0: the fragment ran alone, and the page keeps its last tree).
     (Uses AppTest's private runner: a benchmark's and tests' tool, pinned to the Streamlit in requirements.txt.)"""
     from functools import partial
-    from unittest import mock
 
     from streamlit.testing.v1 import app_test, local_script_runner
 
@@ -91,3 +92,17 @@ def run_fragment(at, fragment_id: str, timeout: float = 60) -> int:
     if not full_runs:
         at._tree = tree
     return full_runs
+
+
+@contextlib.contextmanager
+def compiled_once():
+    """AppTest compiles the app's scripts again on every run (a new ScriptCache per run); a server compiles each
+    once and keeps the bytecode for every session. Within this block, AppTest runs share one cache, as a server's
+    sessions do (the classroom bench measures what a server spends per run)."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test, local_script_runner
+
+    shared = ScriptCache()
+    with mock.patch.object(app_test, "ScriptCache", lambda: shared), \
+            mock.patch.object(local_script_runner, "ScriptCache", lambda: shared):
+        yield

@@ -10,6 +10,7 @@ the same way (a click in the fragment). Each student's poll arrives at a random 
 Next; one server process runs its scripts one after another (they share its interpreter lock), so a student
 waits for their poll, for the teacher's run and the runs queued before theirs, and for their own run, each counted
 by its CPU time (AppTest waits for a script by sleeping, which a server does not do; wall times are reported too).
+As on a server, each script is compiled once (`bench.apptest.compiled_once`), not again on every AppTest run.
 
     python -c "from bench import classroom; classroom.run(students=30)"     a smaller class
 """
@@ -22,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .apptest import fragment_ids, open_app, run_fragment
+from .apptest import compiled_once, fragment_ids, open_app, run_fragment
 from .live import rss_mb
 from .report import Report
 from .timing import p95
@@ -35,8 +36,9 @@ QUESTION = 4                        # the ready lesson's step with a question (a
 def run(report: Report | None = None, students: int = 60, gpt2_students: int = 30, per_replica: int = 30,
         d_model: int = 768) -> None:
     report = report or Report()
-    one_class(report, students)
-    gpt2_class(report, gpt2_students, students, d_model)
+    with compiled_once():
+        one_class(report, students)
+        gpt2_class(report, gpt2_students, students, d_model)
     from . import replica
     replica.two_replicas(report, per_replica)
 

@@ -216,8 +216,11 @@ def main(argv=None) -> None:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--code", default=None, help="the class to join (none: this replica holds the teacher)")
     args = parser.parse_args(argv)
+    from .apptest import compiled_once
+
     try:
-        replica(args.students, args.code)
+        with compiled_once():
+            replica(args.students, args.code)
     except Exception as error:                 # the orchestra hears it instead of waiting
         say(error=f"{type(error).__name__}: {error}"[:300])
         raise
