@@ -129,6 +129,12 @@ def answer_together(store, code: str, seats: list[str], step: int = QUESTION) ->
         return sum(pool.map(lambda seat: store.answer(code, seat, step, "it"), seats))
 
 
+def teacher_lesson_page(step: int, lesson: str = "attention-in-ten-minutes") -> str:
+    from explorer import lessons as L
+
+    return L.ready_lessons()[lesson].steps[step].page
+
+
 def merged(results: list[dict]) -> dict:
     return {key: [v for r in results for v in r[key]] for key in results[0]}
 
@@ -162,6 +168,10 @@ def one_class(report: Report, students: int) -> None:
     report.line(AREA, f"a follow (the poll and the full run it asks for): {ms(statistics.median(m['cpus']))} of CPU "
                       f"(median), {ms(statistics.median(m['walls']))} of wall time in AppTest; full runs per follow: "
                       f"{min(m['full_runs'])}-{max(m['full_runs'])}")
+    pages = [teacher_lesson_page(step) for step in range(MOVES + 1)]
+    report.line(AREA, "a follow by move: " + "; ".join(
+        f"{pages[n]} to {pages[n + 1]} {ms(statistics.median(move['cpus']))} of CPU, {max(move['full_runs'])} full "
+        f"run{'s' * (max(move['full_runs']) > 1)}" for n, move in enumerate(moves)))
     report.line(AREA, f"an idle poll (the teacher did not move): {ms(statistics.median(idle))} of CPU (median); "
                       f"{students} students' polls take {statistics.median(idle) * students / C.POLL_SECONDS:.0%} "
                       f"of one core")
