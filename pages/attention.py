@@ -53,7 +53,7 @@ if who.open:
         chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern", description=said)
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
-        chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines", description=said)
+        chart(A.who_lines_figure(v, layer, head, query), lines, key="lines", description=said)
         lines.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",
                         icon=BY_SLUG["why"].icon)
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}, drawn on top. A line's width and opacity are "
