@@ -73,7 +73,7 @@ def provide_plotly_js() -> bool:
 JS = r"""
 const SOURCE = new URL("app/static/PLOTLY_JS", document.baseURI).href;
 const NARROW = 640;                       // px: below this a chart is fitted to its width
-const DIAGRAM = 720;                      // px: a diagram's width on a narrow screen (its frame scrolls)
+const DIAGRAM = 720;                      // px: a diagram's width on a phone (its frame scrolls)
 const CHAR = 0.58;                        // a character's width in em, roughly, for the app's sans-serif font
 
 function loadPlotly() {
@@ -397,7 +397,8 @@ export default function ({ parentElement, data, setTriggerValue }) {
   const draw = () => {
     const width = parentElement.clientWidth || 800;
     plot.__width = width;
-    const wide = width < NARROW && isDiagram(plot.__figure.layout || {});
+    // on a phone (a narrow window, not a narrow column of a wide one) a diagram keeps its width
+    const wide = window.innerWidth < NARROW && width < NARROW && isDiagram(plot.__figure.layout || {});
     plot.style.minWidth = wide ? DIAGRAM + "px" : "";       // a diagram keeps its width: its frame scrolls
     frame.style.overflowX = wide ? "auto" : "";
     let fitted = fit(plot.__figure, wide ? DIAGRAM : width);
