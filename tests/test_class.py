@@ -207,3 +207,13 @@ def test_a_teacher_builds_a_lesson_from_the_views_they_visit_edits_it_and_shares
     assert again.selectbox(key="class_lesson").value == "mine" and again.text_input(key="lesson_title").value == "My heads"
     bad = class_page(lesson=link[:-8] + "AAAAAAAA")
     assert "does not carry a lesson" in page_text(bad) or "not a lesson" in page_text(bad)
+
+
+def test_presenter_mode_and_high_contrast_stay_on_when_a_teacher_starts_a_class_and_moves_it():
+    at = class_page(presenter="1", high_contrast="1")
+    at.selectbox(key="class_lesson").set_value("attention-in-ten-minutes").run()
+    at.button(key="class_start").click().run()                  # the first step opens on another page
+    assert not at.exception and on_page(at) == LESSON.steps[0].page
+    assert at.toggle(key="presenter").value is True and at.toggle(key="high_contrast").value is True
+    at.button(key="class_next").click().run()
+    assert on_page(at) == LESSON.steps[1].page and at.toggle(key="presenter").value is True

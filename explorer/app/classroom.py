@@ -26,7 +26,7 @@ from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS,
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
-from .state import READ_LIMIT, apply_view, get_bundle, section_key
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -99,6 +99,7 @@ def open_pending() -> None:
         return
     file = BY_SLUG[pending[1].page].file
     if file != BY_SLUG.get(st.session_state.get("_page") or "home", BY_SLUG["home"]).file:
+        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
         st.switch_page(file)
     st.rerun(scope="app")
 
@@ -133,6 +134,7 @@ def switch_if_moved(current_page: str) -> None:
     """After st.navigation: open the step's page if a move asked for another page than this one."""
     file = st.session_state.pop(GO, None)
     if file and file != BY_SLUG.get(current_page, BY_SLUG["home"]).file:
+        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
         st.switch_page(file)
 
 
@@ -337,16 +339,18 @@ def _move(index: int) -> None:
 def _alone() -> None:
     lesson_ = lesson()
     index = st.session_state.get(STEP, 0)
-    st.markdown(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}")
-    step = lesson_.steps[index]
-    if step.note:
-        st.caption(escape(step.note))
-    _step_buttons(index, len(lesson_.steps))
+    _step_row(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}", lesson_.steps[index].note,
+              index, len(lesson_.steps))
     st.button("Stop the lesson", key="class_leave", on_click=leave, icon=":material/close:")
 
 
-def _step_buttons(index: int, count: int) -> None:
-    left, right = st.columns(2)
+def _step_row(title: str, note: str, index: int, count: int) -> None:
+    """One row: where the lesson is (and the step's note for the teacher), then Previous and Next (a short row,
+    so on a projector the page's chart keeps the first screen)."""
+    words, left, right = st.columns([4, 1, 1], vertical_alignment="center")
+    words.markdown(title)
+    if note:
+        words.caption(escape(note))
     left.button("Previous", key="class_previous", on_click=_move, args=(index - 1,), disabled=index == 0,
                 icon=":material/arrow_back:", width="stretch")
     right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
@@ -356,10 +360,8 @@ def _step_buttons(index: int, count: int) -> None:
 
 def _teacher(code, lesson_, state, step, name, text) -> None:
     s = store()
-    st.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")
-    if step.note:
-        st.caption(escape(step.note))
-    _step_buttons(state.step, len(lesson_.steps))
+    _step_row(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}", step.note, state.step,
+              len(lesson_.steps))
     present = s.present(code)
     asked_ = asked(step, name, text)
     if asked_ is None:
@@ -368,7 +370,8 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     counts = s.tally(code, state.step)
     answered = sum(counts.values())
     st.markdown(f"**{answered} of {present}** present have answered: {escape(asked_.prompt)}")
-    st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True, height=180)
+    st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True,
+                 height=60 + 45 * len(asked_.options))          # a row per answer, each labelled
     if state.is_revealed:
         st.markdown(f"The model's answer: {quote(asked_.answer)} "
                     f"({asked_.probabilities[asked_.answer]:.0%})")

@@ -119,6 +119,17 @@ function roomBelow(element) {
   return room >= MIN_HEIGHT ? room : 0;
 }
 
+// A chart of horizontal bars keeps a readable row per bar: its height with every row labelled. A figure may
+// name its own least height (`layout.meta.min_height`: rows of token chips).
+function rowsHeight(figure) {
+  const layout = figure.layout || {}, font = (layout.font && layout.font.size) || 13;
+  if (layout.meta && layout.meta.min_height) return layout.meta.min_height;
+  const rows = new Set(figure.data.filter(t => t.type === "bar" && t.orientation === "h")
+                                  .flatMap(t => Array.isArray(t.y) ? t.y : [])).size;
+  const margin = layout.margin || {};
+  return rows ? Math.ceil(rows * font * 1.4 + (margin.t || 50) + (margin.b || 40) + font * 3) : 0;
+}
+
 const axisKey = (letter, ref) => letter + "axis" + String(ref || letter).slice(1);
 const longest = labels => Math.max(0, ...labels.map(l => plainText(l).length));
 
@@ -149,7 +160,7 @@ function legendRows(names, width, font) {
 
 // A copy of `figure` fitted to a `width` px wide column (the figure itself is left as the server sent it): at any
 // width, text that would not fit wraps, thins out or is left out; on a narrow one (a phone) panels stack too.
-function fit(figure, width) {
+function fit(figure, width, screen = false) {
   const layout = JSON.parse(JSON.stringify(figure.layout || {}));
   const data = figure.data.map(trace => Object.assign({}, trace));
   const narrow = width < NARROW;          // a phone: panels stack and legends move; any width: text must fit
@@ -199,7 +210,7 @@ function fit(figure, width) {
   // a legend: in rows between the title and the plot (below, it would meet the axis title)
   const named = data.filter(t => t.name && t.showlegend !== false).map(t => t.name);
   let legendHeight = 0;
-  if (narrow && layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
+  if ((narrow || screen) && layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
     const size = (layout.legend && layout.legend.font && layout.legend.font.size) || font;
     legendHeight = legendRows(named, plotW, size) * size * 1.9 + 10;
     layout.legend = Object.assign({}, layout.legend, {orientation: "h", x: 0, xanchor: "left", xref: "paper",
@@ -404,10 +415,13 @@ export default function ({ parentElement, data, setTriggerValue }) {
     let fitted = fit(plot.__figure, wide ? DIAGRAM : width);
     plot.__screen = Boolean(data.screen);
     const room = plot.__room = data.screen ? roomBelow(frame) : 0;
-    if (room && fitted.layout.height > room) {             // presenter mode: the whole chart on the first screen
-      const layout = Object.assign({}, plot.__figure.layout);
-      layout.height = Math.max(MIN_HEIGHT, (layout.height || 450) - (fitted.layout.height - room));
-      fitted = fit(Object.assign({}, plot.__figure, {layout}), wide ? DIAGRAM : width);
+    // presenter mode: the whole chart on the first screen, drawn lower (a legend moves on top: measured again)
+    const least = Math.max(MIN_HEIGHT, rowsHeight(plot.__figure));
+    let height = plot.__figure.layout.height || 450;
+    for (let tries = 0; room && fitted.layout.height > room + 1 && height > least && tries < 3; tries++) {
+      height = Math.max(least, height - (fitted.layout.height - room));
+      const layout = Object.assign({}, plot.__figure.layout, {height});
+      fitted = fit(Object.assign({}, plot.__figure, {layout}), wide ? DIAGRAM : width, true);
     }
     return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";

@@ -105,6 +105,16 @@ def _load_url_once(notices: list[str]) -> None:
         st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
 
 
+def keep_widget_values() -> None:
+    """Keep the sidebar's values and every page's open tab through a page switch and on pages that do not show
+    them (a switch from a page's script dropped presenter mode: seen after the lab's Explore, a discovery's Show
+    me, and a class's first step). Call before the sidebar is drawn and before any st.switch_page."""
+    sections = [key for key in st.session_state if str(key).startswith("section_")]
+    for key in [*VIEW_KEYS, *sections]:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def presenter_requested(query) -> bool:
     """Presenter mode for this run, before the sidebar's toggle is drawn: the session's choice, else the URL's."""
     if "presenter" in st.session_state:
@@ -135,12 +145,7 @@ def current_view() -> View:
     """Draw the shared sidebar, read the view's state, and compute (or fetch) the trace."""
     notices: list[str] = []
     _load_url_once(notices)
-    sections = [key for key in st.session_state if str(key).startswith("section_")]
-    # Keep widgets' values when their page is not shown, and the sidebar's through st.switch_page (a switch
-    # from a page's script dropped presenter mode: seen after the lab's Explore and a discovery's Show me).
-    for key in [*VIEW_KEYS, *sections]:
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+    keep_widget_values()
     st.session_state.setdefault("text", DEFAULT_SENTENCE)
     st.session_state.setdefault("presenter", False)
     st.session_state.setdefault("high_contrast", False)

@@ -22,6 +22,7 @@ from explorer.view import View, quote
 SECTIONS = BY_SLUG["why"].labels                 # the tabs, named in explorer/registry.py
 TOP_TARGETS = 5                                   # the favourites offered as the token to explain
 BARS = 14                                         # parts drawn one by one; the rest share one bar
+PRESENTER_BARS = 7                                # on a projector: fewer, taller bars
 ROUTE_THRESHOLD = 0.02                            # llm-transparency-tool uses 0.04; a tiny model's heads are weaker
 SMALL_GAP = 0.5                                   # a logit-difference gap below this is called small
 PROMOTED = 8                                      # tokens listed as promoted and as suppressed
@@ -144,13 +145,14 @@ def attribution_figure(view: View, trace, position: int, target: int, other: int
     remembered per model, sentence and choice)."""
     result = attribution(view, trace, position, target, other)
     vocab, after = view.bundle.tokenizer.vocab, stream_tokens(view, trace)[position]
+    bars = PRESENTER_BARS if view.presenter else BARS        # fewer, larger bars on a projector's first screen
     if other is None:
         return contribution_figure(result, result.column(target),
                                    f"Why “{token_label(vocab[target])}” after “{token_label(after)}”",
-                                   "total = the model's logit", view.presenter)
+                                   "total = the model's logit", view.presenter, bars)
     return contribution_figure(result, result.difference(target, other),
                                f"“{token_label(vocab[target])}” minus “{token_label(vocab[other])}”",
-                               "total = the difference", view.presenter)
+                               "total = the difference", view.presenter, bars)
 
 
 def _signed(value: float) -> str:
