@@ -374,7 +374,7 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
                  height=60 + 45 * len(asked_.options))          # a row per answer, each labelled
     if state.is_revealed:
         st.markdown(f"The model's answer: {quote(asked_.answer)} "
-                    f"({asked_.probabilities[asked_.answer]:.0%})")
+                    f"({percent(asked_.probabilities[asked_.answer])})")
     else:
         st.button("Reveal the answer", key="class_reveal", on_click=_reveal, args=(state.step,),
                   icon=":material/visibility:")
@@ -415,7 +415,7 @@ def _student(code, lesson_, state, step, name, text) -> None:
         if mine is not None:
             st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
         return
-    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({asked_.probabilities[asked_.answer]:.0%}).  \n"
+    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])}).  \n"
                 + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
                    if mine is not None else "You did not answer this one."))
     st.dataframe(pd.DataFrame({"word": list(asked_.probabilities), "the model's probability":
