@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.steps import tokenization as tk
-from explorer.app.layout import (chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.app.layout import (beside_the_chart, chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.app.state import view
 
@@ -48,7 +48,8 @@ if merges.open:
         if not words:
             st.info("The text has no words for BPE to merge.")
         else:
-            left, right = st.columns([1, 2])
+            knobs, stage = beside_the_chart(v, spec=(1, 3))
+            left, right = (knobs, knobs) if v.presenter else knobs.columns([1, 2])
             if st.session_state.get("tokenization_word") not in words:
                 st.session_state["tokenization_word"] = words[tk.default_word(words)]
             word = left.selectbox("Word", words, key="tokenization_word", format_func=tk.visible,
@@ -65,8 +66,8 @@ if merges.open:
                 upto = right.slider("Merge step", 0, last, key="tokenization_step",
                                     help="0 is the word as single bytes; each step applies one learned merge. "
                                          "Slide to 0 and step forward to replay them.")
-            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), key="merges")
-            st.markdown(tk.merge_caption(steps, upto))
+            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), stage, key="merges")
+            (knobs if v.presenter else stage).markdown(tk.merge_caption(steps, upto))
             st.caption(tk.merges_note(bpe, tok))
 
 if vocabulary.open:

@@ -214,7 +214,7 @@ def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool
     fig = go.Figure(data, layout=dict(title=title, showlegend=False, dragmode=False, plot_bgcolor="rgba(0,0,0,0)"))
     fig.update_xaxes(visible=False, range=[-0.2, width + 0.2], fixedrange=True)
     fig.update_yaxes(visible=False, range=[n_lines - 0.45, -0.55], fixedrange=True)
-    fig.update_layout(meta=dict(min_height=50 + 46 * n_lines))    # drawn lower (presenter mode), chips stay readable
+    fig.update_layout(meta=dict(min_height=70 + 52 * n_lines))    # never drawn lower: a chip's two lines need it
     return style(fig, presenter, 70 + 52 * n_lines)
 
 
