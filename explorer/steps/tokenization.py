@@ -191,8 +191,9 @@ def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool
             texts.append(safe(shown)), subs.append(safe(chip.sub)), hovers.append(safe(chip.hover or chip.text))
             x += w + 0.5
     n_lines = line + 1
-    big, small = (20, 15) if presenter else (14, 10)
-    text_y = [y - 0.13 for y in centres_y] if any(subs) else centres_y
+    big, small = (18, 13) if presenter else (14, 10)
+    # with a small line under it, a chip's text sits just above its centre and the small line just below, a fixed
+    # number of pixels apart, so the two never touch when the chart is drawn lower (presenter mode)
     data = [go.Scatter(name=f"boxes {kind}", x=bx, y=by, mode="lines", fill="toself", fillcolor=fill,
                        line=dict(color=border, width=2 if kind in ("unknown", "merged") else 1), hoverinfo="skip")
             for kind, (fill, border) in CHIP_COLOURS.items() for bx, by in [boxes[kind]] if bx]
@@ -200,9 +201,11 @@ def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool
         data.append(go.Scatter(name="rules", x=rules_x, y=rules_y, mode="lines", hoverinfo="skip",
                                line=dict(color="#CCCCCC", width=1)))
     data += [
-        go.Scatter(name="tokens", x=centres_x, y=text_y, mode="text", text=texts,
+        go.Scatter(name="tokens", x=centres_x, y=[y - 0.06 if sub else y for y, sub in zip(centres_y, subs)],
+                   mode="text", text=texts, textposition=["top center" if sub else "middle center" for sub in subs],
                    textfont=dict(size=big, color="#1A1A1A"), hoverinfo="skip"),
-        go.Scatter(name="subs", x=centres_x, y=[y + 0.22 for y in centres_y], mode="text", text=subs,
+        go.Scatter(name="subs", x=centres_x, y=[y + 0.06 for y in centres_y], mode="text", text=subs,
+                   textposition="bottom center",
                    textfont=dict(size=small, color="#555555"), hoverinfo="skip"),
         go.Scatter(name="hover", x=centres_x, y=centres_y, mode="markers", hovertext=hovers,
                    marker=dict(size=26, opacity=0), hovertemplate="%{hovertext}<extra></extra>"),
@@ -214,7 +217,8 @@ def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool
     fig = go.Figure(data, layout=dict(title=title, showlegend=False, dragmode=False, plot_bgcolor="rgba(0,0,0,0)"))
     fig.update_xaxes(visible=False, range=[-0.2, width + 0.2], fixedrange=True)
     fig.update_yaxes(visible=False, range=[n_lines - 0.45, -0.55], fixedrange=True)
-    fig.update_layout(meta=dict(min_height=70 + 52 * n_lines))    # never drawn lower: a chip's two lines need it
+    # drawn lower on a projector's first screen, a chip still holds its two lines (big + small text, in pixels)
+    fig.update_layout(meta=dict(min_height=130 + round((big + small) * 1.45) * n_lines))
     return style(fig, presenter, 70 + 52 * n_lines)
 
 
