@@ -198,6 +198,11 @@ def math_panel(slug: str, title: str = "Show the math"):
     return st.expander(title, icon=":material/calculate:", key=f"math_{slug}", on_change="rerun")
 
 
+LINK_CAPTIONS = {"": "This link reopens this page with the same model, sentence, layer, head and token.",
+                 "training": "This link reopens the lab on this preset with every knob you changed from it (never "
+                             "your own text, and it does not start training)."}
+
+
 def step_nav(slug: str) -> None:
     """Previous / next step buttons, and a link that reopens exactly this view."""
     before, after = neighbours(slug)
@@ -209,7 +214,7 @@ def step_nav(slug: str) -> None:
     if after:
         right.page_link(after.file, label=f"Next: {after.title}", icon=":material/arrow_forward:")
     with st.popover("Copy a link to this view", icon=":material/link:"):
-        st.caption("This link reopens this page with the same model, sentence, layer, head and token.")
+        st.caption(LINK_CAPTIONS.get(slug, LINK_CAPTIONS[""]))
         st.code(link_to(slug), language=None, wrap_lines=True)
         st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
                   icon=":material/playlist_add:",
