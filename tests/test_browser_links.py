@@ -7,6 +7,7 @@ from typing import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, ENCODER_DECODER, LAB, NAVIGATION
@@ -51,8 +52,16 @@ _SETTLED = """() => document.querySelector('[data-testid=stMain] h1')
 def settle(page, **params) -> None:
     """Wait until the URL carries `params` (a change reached the server), the run has ended and every chart is drawn."""
     if params:
-        page.wait_for_url(lambda url: all((k, str(v)) in parse_qsl(urlsplit(url).query) for k, v in params.items()))
+        reached(page, lambda url: all(query(url).get(k) == str(v) for k, v in params.items()), params)
     page.wait_for_function(_SETTLED, polling=100)
+
+
+def reached(page, test: Callable[[str], bool], what) -> None:
+    """Wait until the page's URL passes `test`: a choice made on the page is in its URL (else the link drops it)."""
+    try:
+        page.wait_for_url(test)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the URL never carried {what}: {query(page.url)}") from None
 
 
 def query(url: str) -> dict[str, str]:
@@ -91,7 +100,7 @@ def another_what_if(page) -> None:
     radio = page.locator("[data-testid=stMain] [data-testid=stRadio]").filter(has_text="Change the model")
     before = query(page.url).get("what-if")
     radio.locator("label:not(:has(input:checked))").last.click()         # a choice it did not open on
-    page.wait_for_url(lambda url: query(url).get("what-if") not in (None, before))
+    reached(page, lambda url: query(url).get("what-if") not in (None, before), "another what-if")
     settle(page)
 
 
