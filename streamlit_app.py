@@ -8,7 +8,7 @@ from explorer.app import classroom
 from explorer.app.lab import pause_all
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
-from explorer.app.state import current_view
+from explorer.app.state import current_view, presenter_requested
 from explorer.registry import LAB, NAVIGATION
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
@@ -18,7 +18,9 @@ limit_arenas()                                    # fewer per-thread malloc pool
 provide_plotly_js()                               # the charts' plotly.js, served from static/ (once)
 
 HERE = Path(__file__).parent
-st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide")
+# Presenter mode starts with the sidebar closed: on a projector the page's chart gets the whole width.
+st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide",
+                   initial_sidebar_state="collapsed" if presenter_requested(st.query_params) else "auto")
 
 
 def as_page(step):

@@ -12,7 +12,8 @@ they run:
     memory    a real server's memory: first visitor, 10 idle, 10 exploring, 2 training
     browser   charts the browser builds per update, Chromium's CPU on a training tab
     gpt2      GPT-2 small's shape from a disk cache: trace, load, pages, server memory, cold start
-    classroom a live class of 60 students on one server (AppTest): following the teacher, answers, memory
+    classroom a live class of 60 students on one server (AppTest): following the teacher, idle polls, answers,
+              memory; 30 students onto a GPT-2 step; two replicas sharing a class through redis-server
 
     python -m bench                      every area
     python -m bench --only model,pages   some areas

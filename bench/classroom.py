@@ -1,79 +1,267 @@
-"""A live class on one server (AppTest: every student's script runs in this process, as on one Streamlit server):
-how long students wait to follow the teacher's Next, answers sent together, and the memory of a class.
+"""A live class (AppTest: every student's script runs in this process, as on one Streamlit server): how long
+students wait to follow the teacher's Next, what an idle poll costs, answers sent together, the memory of a
+class; the same on a GPT-2-small-shaped step; and two replicas sharing one class through a real redis-server.
 
-A student's app polls once a second (explorer/app/classroom.py POLL_SECONDS), so a student follows the teacher
-when their next poll comes (somewhere in that second) plus the full run that opens the new view, after the runs
-queued before it (AppTest cannot run sessions on parallel threads, so the queue is simulated with each run's
-measured CPU time: one server process runs its scripts under one interpreter lock).
+How a follow is measured. A student's app polls once a second: on a server the class box's fragment runs alone
+(`run_every`), and when the teacher moved it asks for the full run that opens the new view. AppTest's run_every
+never ticks, so `bench.apptest.run_fragment` runs the fragment alone as the server does, with whatever it asks for
+(`st.switch_page`, `st.rerun`) in the same call; it counts the full runs a follow costs. The teacher presses Next
+the same way (a click in the fragment). Each student's poll arrives at a random moment of the second after the
+Next; one server process runs its scripts one after another (they share its interpreter lock), so a student
+waits for their poll, for the teacher's run and the runs queued before theirs, and for their own run, each counted
+by its CPU time (AppTest waits for a script by sleeping, which a server does not do; wall times are reported too).
+As on a server, each script is compiled once (`bench.apptest.compiled_once`), not again on every AppTest run.
 
-`python -c "from bench import classroom; classroom.run(students=30)"` measures a smaller class.
+    python -c "from bench import classroom; classroom.run(students=30)"     a smaller class
 """
 import concurrent.futures
+import json
 import os
 import random
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
-from .apptest import open_app
+from .apptest import compiled_once, fragment_ids, open_app, run_fragment
 from .live import rss_mb
 from .report import Report
 from .timing import p95
 
 AREA = "classroom"
+MOVES = 3                           # the teacher's Nexts measured (tinytales)
+QUESTION = 4                        # the ready lesson's step with a question (any step takes answers)
 
 
-def run(report: Report | None = None, students: int = 60) -> None:
+def run(report: Report | None = None, students: int = 60, gpt2_students: int = 30, per_replica: int = 30,
+        d_model: int = 768) -> None:
     report = report or Report()
+    with compiled_once():
+        one_class(report, students)
+        gpt2_class(report, gpt2_students, students, d_model)
+    from . import replica
+    replica.two_replicas(report, per_replica)
+
+
+# --- the pieces every measure uses (also bench/replica.py's, one per replica process) -------------------------
+
+
+def teacher_of(lesson: str = "attention-in-ten-minutes", steps=None):
+    """A teacher's app that started a class on a ready lesson (or on `steps`, a lesson built in the app)."""
     from explorer.app import classroom as C
     from explorer.registry import BY_SLUG
 
-    before = rss_mb(os.getpid())
     teacher = open_app(BY_SLUG["class"].file)
-    teacher.selectbox(key="class_lesson").set_value("attention-in-ten-minutes").run()
+    if steps is not None:
+        teacher.session_state[C.DRAFT] = list(steps)
+        teacher.session_state["lesson_title"] = "A class on GPT-2"
+        teacher.run()
+        lesson = "mine"
+    teacher.selectbox(key="class_lesson").set_value(lesson).run()
     teacher.button(key="class_start").click().run()
-    code = teacher.session_state[C.CODE]
+    assert not teacher.exception, teacher.exception
+    return teacher
+
+
+def join(code: str, students: int, prefix: str = "student") -> list:
+    """`students` apps that joined class `code` from its link, each with a name."""
+    from explorer.registry import BY_SLUG
+
     crowd = []
     for n in range(students):
         at = open_app(BY_SLUG["class"].file, join=code)
-        at.text_input(key="class_join_name").set_value(f"student {n}").run()
+        at.text_input(key="class_join_name").set_value(f"{prefix} {n}").run()
         at.button(key="class_join").click().run()
         crowd.append(at)
-    joined = C.store().present(code)
-    report.line(AREA, f"{joined} of {students} students joined class {code}; server memory "
+    return crowd
+
+
+def poll_of(at) -> str:
+    """The class box's fragment (the only fragment of the page a student joins on)."""
+    [poll] = fragment_ids(at)
+    return poll
+
+
+def next_step(teacher) -> float:
+    """The teacher presses Next in the class box (the fragment's rerun, and the full run it asks for); its CPU s."""
+    cpu = time.process_time()
+    teacher.button(key="class_next").click()
+    run_fragment(teacher, poll_of(teacher))
+    assert not teacher.exception, teacher.exception
+    return time.process_time() - cpu
+
+
+def follow(crowd: list, polls: list[str], step: int, teacher_cpu: float) -> dict:
+    """Every student's poll in the second after the teacher's Next (random arrivals, queued by CPU time after the
+    teacher's run); returns each student's wait, CPU and wall time, and the full runs each follow cost."""
+    from explorer.app import classroom as C
+
+    arrivals = sorted((random.uniform(0, C.POLL_SECONDS), n) for n in range(len(crowd)))
+    clock, out = teacher_cpu, {"waits": [], "cpus": [], "walls": [], "full_runs": []}
+    for arrival, n in arrivals:
+        start, cpu = time.perf_counter(), time.process_time()
+        runs = run_fragment(crowd[n], polls[n])
+        used = time.process_time() - cpu
+        clock = max(clock, arrival) + used
+        out["walls"].append(time.perf_counter() - start)
+        out["cpus"].append(used)
+        out["waits"].append(clock)
+        out["full_runs"].append(runs)
+        assert crowd[n].session_state[C.STEP] == step, "a student did not follow the teacher"
+        assert not crowd[n].exception, crowd[n].exception
+    return out
+
+
+def idle_polls(crowd: list, polls: list[str]) -> list[float]:
+    """One poll of each student when the teacher did not move: its CPU seconds (it must not run the app)."""
+    cpus = []
+    for at, poll in zip(crowd, polls):
+        cpu = time.process_time()
+        runs = run_fragment(at, poll)
+        cpus.append(time.process_time() - cpu)
+        assert runs == 0, "an idle poll ran the whole app"
+    return cpus
+
+
+def answer_together(store, code: str, seats: list[str], step: int = QUESTION) -> int:
+    """Every seat answers step `step` at once (16 threads); how many answers the store accepted."""
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        return sum(pool.map(lambda seat: store.answer(code, seat, step, "it"), seats))
+
+
+def teacher_lesson_page(step: int, lesson: str = "attention-in-ten-minutes") -> str:
+    from explorer import lessons as L
+
+    return L.ready_lessons()[lesson].steps[step].page
+
+
+def merged(results: list[dict]) -> dict:
+    return {key: [v for r in results for v in r[key]] for key in results[0]}
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+# --- one class of tinytales ----------------------------------------------------------------------------------
+
+
+def one_class(report: Report, students: int) -> None:
+    from explorer.app import classroom as C
+
+    before = rss_mb(os.getpid())
+    teacher = teacher_of()
+    code = teacher.session_state[C.CODE]
+    crowd = join(code, students)
+    polls = [poll_of(at) for at in crowd]
+    report.line(AREA, f"{C.store().present(code)} of {students} students joined class {code}; server memory "
                       f"{rss_mb(os.getpid()) - before:,.0f} MB more than before the class")
     report.record("classroom.memory_mb", rss_mb(os.getpid()))
 
-    waits, walls, cpus = [], [], []
-    for step in range(1, 4):                                      # three Nexts of the teacher
-        teacher.button(key="class_next").click().run()
-        # Each poll arrives at a random moment of the second after the Next; the server runs the scripts one after
-        # another in arrival order (one Python process: scripts share its interpreter lock), so a student waits
-        # for their poll, for the runs queued before theirs, and for their own run, each measured.
-        arrivals = sorted((random.uniform(0, C.POLL_SECONDS), n) for n in range(students))
-        clock = 0.0
-        for arrival, n in arrivals:
-            start, cpu = time.perf_counter(), time.process_time()
-            crowd[n].run()
-            # the server's work for this run: its CPU time (AppTest waits for the script by sleeping, which a
-            # server does not do); its wall time is reported beside it
-            clock = max(clock, arrival) + time.process_time() - cpu
-            walls.append(time.perf_counter() - start)
-            cpus.append(time.process_time() - cpu)
-            waits.append(clock)
-            assert crowd[n].session_state[C.STEP] == step, "a student did not follow the teacher"
-    report.line(AREA, f"following the teacher's Next, {students} students, 3 moves: median {sorted(waits)[len(waits) // 2]:.2f} s, "
-                      f"p95 {p95(waits):.2f} s, slowest {max(waits):.2f} s (poll every {C.POLL_SECONDS:g} s)")
-    report.line(AREA, f"a student's run that follows: {statistics.median(cpus) * 1000:.0f} ms of CPU (median), "
-                      f"{statistics.median(walls) * 1000:.0f} ms of wall time in AppTest")
-    report.record("classroom.follow_p95_s", p95(waits))
+    idle = idle_polls(crowd, polls)
+    moves = [follow(crowd, polls, step, next_step(teacher)) for step in range(1, MOVES + 1)]
+    idle += idle_polls(crowd, polls)
+    m = merged(moves)
+    report.line(AREA, f"following the teacher's Next, {students} students, {MOVES} moves: median "
+                      f"{statistics.median(m['waits']):.2f} s, p95 {p95(m['waits']):.2f} s, slowest {max(m['waits']):.2f} s "
+                      f"(poll every {C.POLL_SECONDS:g} s)")
+    report.line(AREA, f"a follow (the poll and the full run it asks for): {ms(statistics.median(m['cpus']))} of CPU "
+                      f"(median), {ms(statistics.median(m['walls']))} of wall time in AppTest; full runs per follow: "
+                      f"{min(m['full_runs'])}-{max(m['full_runs'])}")
+    pages = [teacher_lesson_page(step) for step in range(MOVES + 1)]
+    report.line(AREA, "a follow by move: " + "; ".join(
+        f"{pages[n]} to {pages[n + 1]} {ms(statistics.median(move['cpus']))} of CPU, {max(move['full_runs'])} full "
+        f"run{'s' * (max(move['full_runs']) > 1)}" for n, move in enumerate(moves)))
+    report.line(AREA, f"an idle poll (the teacher did not move): {ms(statistics.median(idle))} of CPU (median); "
+                      f"{students} students' polls take {statistics.median(idle) * students / C.POLL_SECONDS:.0%} "
+                      f"of one core")
+    report.record("classroom.follow_p95_s", p95(m["waits"]))
+    report.record("classroom.follow_full_runs", max(m["full_runs"]))
+    report.record("classroom.idle_poll_ms", statistics.median(idle) * 1000)
 
-    store = C.store()
     seats = [at.session_state[C.SEAT] for at in crowd]
-    question = 4                                                  # the lesson's question (any step takes answers)
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        sent = list(pool.map(lambda seat: store.answer(code, seat, question, "it"), seats))
+    sent = answer_together(C.store(), code, seats)
     took = time.perf_counter() - start
-    counted = sum(store.tally(code, question).values())
-    report.line(AREA, f"{students} answers sent together: {sum(sent)} accepted, {counted} counted, in {took * 1000:.0f} ms")
-    report.record("classroom.answers_counted", counted == students == sum(sent))
+    counted = sum(C.store().tally(code, QUESTION).values())
+    report.line(AREA, f"{students} answers sent together: {sent} accepted, {counted} counted, in {took * 1000:.0f} ms")
+    report.record("classroom.answers_counted", counted == students == sent)
+
+
+# --- a class on a GPT-2-small-shaped step -----------------------------------------------------------------------
+
+
+def gpt2_lesson(sentence: str):
+    """Two steps: the ready lesson's first (tinytales), then GPT-2's attention on `sentence`."""
+    from explorer import lessons as L
+
+    first = json.loads(L.ready_lessons()["attention-in-ten-minutes"].to_json())["steps"][0]
+    gpt2 = {"page": "attention", "tab": "who-looks", "view": {"model": "gpt2", "text": sentence, "layer": 5, "head": 3},
+            "note": "GPT-2: which earlier word does this head read?"}
+    return L.parse(json.dumps({"title": "A class on GPT-2", "steps": [first, gpt2]})).steps
+
+
+class TraceCounter:
+    """Counts the traces computed (the trace cache's misses), by (model, sentence, experiment)."""
+
+    def __init__(self):
+        from explorer import memo
+
+        self.memo, self.original, self.keys = memo, memo.compute_trace, []
+
+    def __enter__(self):
+        def counted(view, experiment=None, ids=None):
+            self.keys.append((view.key, tuple(view.ids if ids is None else ids), experiment))
+            return self.original(view, experiment, ids)
+
+        self.memo.compute_trace = counted
+        return self
+
+    def __exit__(self, *exc):
+        self.memo.compute_trace = self.original
+
+
+def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> None:
+    """`students` follow the teacher onto a GPT-2 step (GPT-2 picked once before class, as the README advises);
+    then `everyone` are on it, for the memory."""
+    from explorer.app import classroom as C
+    from explorer.app import models
+    from model import hub
+
+    from .gpt2 import SENTENCE, gpt2_shaped_snapshot
+
+    with tempfile.TemporaryDirectory() as folder:
+        cache = Path(folder) / "hub"
+        gpt2_shaped_snapshot(cache, hub.GPT2, d_model=d_model)
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        models.CACHE_DIR = cache
+        try:
+            start = time.perf_counter()
+            open_app(None, timeout=180, model="gpt2", text="Before class, the teacher opens GPT-2 once.")
+            loaded = time.perf_counter() - start
+            teacher = teacher_of(steps=gpt2_lesson(SENTENCE))
+            code = teacher.session_state[C.CODE]
+            crowd = join(code, students, prefix="gpt2 student")
+            polls = [poll_of(at) for at in crowd]
+            with TraceCounter() as traces:
+                moved = follow(crowd, polls, 1, next_step(teacher))
+            late = join(code, everyone - students, prefix="late student")
+            memory = rss_mb(os.getpid())
+            assert all(at.session_state[C.STEP] == 1 for at in late)
+        finally:
+            models.CACHE_DIR = None
+    distinct = len(set(traces.keys))
+    report.line(AREA, f"GPT-2 ({d_model} wide, random weights, loaded once before class in {loaded:.1f} s): {students} "
+                      f"students follow onto its attention step: median {statistics.median(moved['waits']):.2f} s, "
+                      f"p95 {p95(moved['waits']):.2f} s, slowest {max(moved['waits']):.2f} s; a follow "
+                      f"{ms(statistics.median(moved['cpus']))} of CPU (median)")
+    report.line(AREA, f"GPT-2: traces computed while the teacher and {students} students moved: {len(traces.keys)}, "
+                      f"for {distinct} distinct (model, sentence, experiment)")
+    report.line(AREA, f"GPT-2: server memory with {everyone} students on its step: {memory:,.0f} MB "
+                      f"(this process also holds the first class)")
+    report.record("classroom.gpt2_follow_p95_s", p95(moved["waits"]))
+    if distinct:
+        report.record("classroom.gpt2_traces_per_sentence", len(traces.keys) / distinct)
+    else:
+        report.not_measured("classroom.gpt2_traces_per_sentence", "no trace computed: the step was traced before")
+    report.record("classroom.gpt2_memory_mb", memory)

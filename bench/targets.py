@@ -97,4 +97,18 @@ TARGETS = [
     Target("classroom.answers_counted", "60 answers sent together, all counted exactly once (1: yes)", 1, AT_LEAST),
     Target("classroom.memory_mb", "server memory with a class of 60 students (tinytales, AppTest in one process)", 1500,
            AT_MOST, "MB"),
+    Target("classroom.follow_full_runs", "full script runs a follow costs (a student's poll after the teacher moved)", 1,
+           AT_MOST),
+    Target("classroom.idle_poll_ms", "a student's idle poll (the teacher did not move), CPU, median", 5, AT_MOST, "ms"),
+    Target("classroom.gpt2_follow_p95_s", "30 students following the teacher onto a GPT-2 small step, p95", 1.5,
+           AT_MOST, "s"),
+    Target("classroom.gpt2_traces_per_sentence", "traces computed per distinct sentence while 30 students follow "
+           "onto a GPT-2 step", 1, AT_MOST),
+    Target("classroom.gpt2_memory_mb", "server memory with 60 students on a GPT-2 small step", 1500, AT_MOST, "MB"),
+    Target("classroom.replica_follow_p95_s", "two replicas sharing a class through Redis, 30 students each: follow "
+           "p95 (slower replica)", 2, AT_MOST, "s"),
+    Target("classroom.replica_answers_counted", "two replicas: 60 students answering twice at once, each counted "
+           "exactly once (1: yes)", 1, AT_LEAST),
+    Target("classroom.replica_memory_mb", "two replicas: memory of the larger replica (30 students, tinytales)", 1500,
+           AT_MOST, "MB"),
 ]

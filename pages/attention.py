@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.steps import attention as A
 from explorer.app import discover
-from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
+from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
                              require_trace, sections, step_nav, token_picker, whatif_notes)
 from explorer.app.state import view
 from explorer.registry import BY_SLUG
@@ -53,7 +53,7 @@ if who.open:
         chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern", description=said)
         if v.presenter:
             st.markdown(A.read_row(v, trace, layer, head, query))
-        chart(A.lines_figure(v, trace, layer, head, query), lines, key="lines", description=said)
+        chart(A.who_lines_figure(v, layer, head, query), lines, key="lines", description=said)
         lines.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",
                         icon=BY_SLUG["why"].icon)
         lines.caption(f"Orange: the lines of {quote(v.tokens[query])}, drawn on top. A line's width and opacity are "
@@ -92,16 +92,19 @@ if whatif.open:
             st.session_state["attention_whatif"] = W.default_choice(search, options["chosen"], query)
         else:         # a label may now name another choice (they follow the layer and token): say which one is on
             st.session_state["attention_whatif"] = st.session_state["attention_whatif"]
-        choice = st.radio("Change the model", list(options), key="attention_whatif", horizontal=True,
-                          format_func=lambda key: A.experiment_label(key, options, search, query))
+        knobs, stage = beside_the_chart(v)
+        choice = knobs.radio("Change the model", list(options), key="attention_whatif", horizontal=not v.presenter,
+                             format_func=lambda key: A.experiment_label(key, options, search, query))
         experiment = options[choice]
-        st.caption(f"{A.whatif_text(experiment, cfg.d_head)} Below: the prediction for the word after the query token "
-                   f"({query}: {quote(v.tokens[query])}).")
+        knobs.caption(f"{A.whatif_text(experiment, cfg.d_head)} The chart: the prediction for the word after the "
+                      f"query token ({query}: {quote(v.tokens[query])}).")
         after = W.experiment_trace(v, experiment)
         table = W.next_token_change(v, trace, after, position=query)
-        chart(W.change_figure(table, experiment, v.presenter), key="whatif")
-        st.markdown(A.change_words(v, trace, after, experiment, position=query))
+        chart(W.change_figure(table, experiment, v.presenter), stage, key="whatif")
+        stage.markdown(A.change_words(v, trace, after, experiment, position=query))
         notes, elsewhere = A.whatif_notes(v, search, trace, after, experiment, query, layer)
-        whatif_notes(v, notes, elsewhere, "attention_whatif", help="Makes that token the query token; the what-if then shows its forecast.")
+        with stage:
+            whatif_notes(v, notes, elsewhere, "attention_whatif",
+                         help="Makes that token the query token; the what-if then shows its forecast.")
 
 step_nav("attention")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.steps import encoder_decoder as S
-from explorer.app.layout import (chart, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
+from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
                              sections, step_nav)
 from explorer.app.models import is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
@@ -15,7 +15,7 @@ if not is_encoder_decoder(v.bundle):
     st.stop()
 explanation(v, S.intro(v))
 check = source_check(v)
-with st.expander("What this model knows", icon=":material/menu_book:", expanded=bool(check and check.problems)):
+with side_panel(v, "What this model knows", ":material/menu_book:", expanded=bool(check and check.problems)):
     st.markdown(training_line(v))
     if S.task_of(v) == "translate":
         st.markdown(grammar_line())
@@ -24,13 +24,15 @@ with st.expander("What this model knows", icon=":material/menu_book:", expanded=
         st.markdown(digits_line(v))
 trace = require_trace(v, S.SLUG)
 written = S.decoded_text(v, trace)
-st.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
-            f"**Target** (what the decoder wrote, greedily): {S.quote(written)}")
+words, left, right = st.columns([3, 1, 1]) if v.presenter else (st.container(), None, None)   # one row on a projector
+words.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
+               f"**Target** (what the decoder wrote, greedily): {S.quote(written)}")
 if check and check.problems:
-    st.warning(outside_text(check), icon=":material/explore_off:")
+    words.warning(outside_text(check), icon=":material/explore_off:")
 if check and check.answer is not None:
-    st.markdown(answer_line(v, written, check))
-left, right, _ = st.columns([1, 1, 3])
+    words.markdown(answer_line(v, written, check))
+if not v.presenter:
+    left, right, _ = st.columns([1, 1, 3])
 layer, head = layer_picker(v, left), head_picker(v, right)
 cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
 
@@ -70,7 +72,7 @@ if decoder.open:
 if steps.open:
     with steps:
         st.subheader("Decoding, one token at a time")
-        st.dataframe(S.greedy_table(v, trace), hide_index=True, column_config={
+        st.dataframe(S.greedy_table(v, trace), hide_index=True, height=280 if v.presenter else "auto", column_config={
             "probability": st.column_config.NumberColumn(format="%.4f"),
             "its probability": st.column_config.NumberColumn(format="%.4f")})
         st.caption("Greedy decoding takes the likeliest token at every step and stops at <eos>.")

@@ -6,7 +6,7 @@ from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name
                                   change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
-from explorer.app.layout import (chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker, whatif_notes)
 from explorer.plot import DIMS_SHOWN
 from explorer.app.state import view
@@ -45,13 +45,14 @@ if fire.open:
 if strongest.open:
     with strongest:
         st.subheader("The strongest neurons for one token")
-        token = token_picker(v, st.columns([1, 3])[0])
+        knobs, stage = beside_the_chart(v)
+        token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
         table = top_neurons(v, layer, token)
         side_by_side = not v.presenter and len(v.tokens) <= 12          # long sentences need the full width
-        left, right = st.columns(2) if side_by_side else (st.container(), st.container())
+        left, right = stage.columns(2) if side_by_side else (stage.container(), stage.container())
         chart(top_neurons_figure(v, layer, token, table), left, key="top_neurons")
         chart(top_neurons_everywhere_figure(v, layer, token, table), right, key="top_everywhere")
-        st.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
+        knobs.caption(f"The bars: the {len(table)} neurons that fire most for {quote(v.tokens[token])}. The grid: "
                    "the same neurons for every token of the sentence. Hover a bar to see the other tokens that "
                    "fire it at least half as strongly.")
         panel = math_panel(SLUG)
@@ -74,35 +75,40 @@ if off_section.open:
     with off_section:
         st.subheader(f"What {act} switches off")
         off = zeroed(v, layer)
-        number, words = st.columns([1, 2] if v.presenter else [1, 3], vertical_alignment="center")
+        knobs, stage = beside_the_chart(v)
+        number, words = (knobs, knobs) if v.presenter else knobs.columns([1, 3], vertical_alignment="center")
         number.metric("Switched off", f"{off.share:.1%}", border=True)
         words.markdown(f"**{off.count:,} of {off.total:,}** neuron values ({len(v.tokens)} tokens × {cfg.d_ff:,} "
                        f"neurons) in layer {layer} are {off.rule}. "
                        + ("Only the rest carry a signal on to W_out." if cfg.activation == "relu" else
                           "They still pass a faint signal on to W_out; the rest carry the strong one."))
-        chart(histogram_figure(v, layer), key="histogram")
+        chart(histogram_figure(v, layer), stage, key="histogram")
 
 if whatif.open:
     with whatif:
         st.subheader("What if a layer had no feed-forward network?")
-        token = token_picker(v, st.columns([1, 3])[0])
+        knobs, stage = beside_the_chart(v)
+        token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
         search = ff.skip_search(v)
         options = ff.choices(layer, search, token)
         if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows
             st.session_state["mlp_whatif"] = W.default_choice(search, ff.experiment(layer), token)
         else:         # a label may now name another choice (they follow the layer and token): say which one is on
             st.session_state["mlp_whatif"] = st.session_state["mlp_whatif"]
-        choice = st.radio("Change the model", list(options), key="mlp_whatif", horizontal=True,
-                          format_func=lambda key: ff.choice_label(key, options, search, token))
+        choice = knobs.radio("Change the model", list(options), key="mlp_whatif", horizontal=not v.presenter,
+                             format_func=lambda key: ff.choice_label(key, options, search, token))
         skipped = options[choice]
         experiment = ff.experiment(skipped)
-        st.caption(f"The model runs again with layer {skipped}'s feed-forward output set to zero; the bars compare its "
-                   f"guesses for the token after {quote(v.tokens[token])}.")
+        knobs.caption(f"The model runs again with layer {skipped}'s feed-forward output set to zero; the bars compare "
+                      f"its guesses for the token after {quote(v.tokens[token])}.")
         after = W.experiment_trace(v, experiment)
         change = W.next_token_change(v, trace, after, position=token)
-        st.markdown(change_in_words(v, trace, after, skipped, position=token))
-        chart(W.change_figure(change, experiment, v.presenter), key="whatif")
+        words = stage.container()                   # the words under the chart in presenter mode, above it otherwise
+        chart(W.change_figure(change, experiment, v.presenter), stage, key="whatif")
+        (stage if v.presenter else words).markdown(change_in_words(v, trace, after, skipped, position=token))
         notes, elsewhere = ff.whatif_notes(v, search, trace, after, experiment, token)
-        whatif_notes(v, notes, elsewhere, "mlp_whatif", help="Makes that token the selected one; the what-if then shows its forecast.")
+        with stage:
+            whatif_notes(v, notes, elsewhere, "mlp_whatif",
+                         help="Makes that token the selected one; the what-if then shows its forecast.")
 
 step_nav(SLUG)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.app import discover
 from explorer.steps import positions as P
-from explorer.app.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
+from explorer.app.layout import (beside_the_chart, chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.app.state import view
 
@@ -90,7 +90,8 @@ if alike.open:
 if whatif.open:
     with whatif:
         st.subheader("What if the seats were gone?")
-        st.markdown(P.order_text(v.bundle.tokenizer.kind))
+        knobs, stage = beside_the_chart(v, spec=(1, 1.3))
+        knobs.markdown(P.order_text(v.bundle.tokenizer.kind))
         a, b = P.default_pair(v)
         if not v.presenter:
             if st.session_state.get("positions_pair_model") != v.name:      # another model: its own pair
@@ -99,30 +100,31 @@ if whatif.open:
                 st.session_state["positions_pair_model"] = v.name
             st.session_state.setdefault("positions_sentence_a", a)
             st.session_state.setdefault("positions_sentence_b", b)
-            first, second = st.columns(2)
+            first, second = knobs.columns(2)
             a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
             b = second.text_input(f"Sentence B (the same {P.UNITS[v.bundle.tokenizer.kind][1]} in another order)",
                                   key="positions_sentence_b",
                                   max_chars=200)
         else:
-            st.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")
+            knobs.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")
         try:
             pa, pb = P.prepare_pair(v, a, b)
         except ValueError as problem:
-            st.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
+            knobs.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
         else:
             for notice in dict.fromkeys(pa.notices + pb.notices):
-                st.caption(notice)
+                knobs.caption(notice)
             comparison = P.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
                                           P.order_traces(v, pa.ids), P.order_traces(v, pb.ids))
             number = st.column_config.NumberColumn(format="%.4f")
-            st.dataframe(comparison.summary, hide_index=True,
-                         column_config={P.INPUT_COLUMN: number, P.PREDICTION_COLUMN: number},
-                         column_order=P.PRESENTER_COLUMNS if v.presenter else None)
-            st.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
+            table = knobs.container()          # above the chart; beside it on a projector
+            table.dataframe(comparison.summary, hide_index=True,
+                            column_config={P.INPUT_COLUMN: number, P.PREDICTION_COLUMN: number},
+                            column_order=P.PRESENTER_COLUMNS if v.presenter else None)
+            table.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
             bars = P.order_figure(comparison, v.presenter)
             if bars is not None:
-                chart(bars, key="order")
-            st.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
+                chart(bars, stage, key="order")
+            stage.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
 
 step_nav("positions")

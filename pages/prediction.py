@@ -54,7 +54,7 @@ table = ranking(logits[position], vocab, settings)
 actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
 after = v.tokens[position]
 bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
-scores, chances = (st.container(), st.container()) if v.presenter else st.columns([2, 3])
+scores, chances = st.columns([2, 3])              # side by side: both on a projector's first screen too
 chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores, key="logits")
 chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
                                           f"(position {position})", actual, bars, v.presenter), chances, key="probabilities")

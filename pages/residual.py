@@ -1,7 +1,7 @@
 """Step 6, residual stream and normalization: the running total, what each layer adds, and the logit lens."""
 import streamlit as st
 
-from explorer.app.layout import (chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.steps.residual import (NORM_NAMES, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
@@ -52,21 +52,22 @@ if norm.open:
             st.info("This model has no normalization layers: each sublayer reads the stream as it is.",
                     icon=":material/info:")
         else:
-            left, right = st.columns([1, 2])
+            knobs, stage = beside_the_chart(v)
+            left, right = (knobs, knobs) if v.presenter else knobs.columns([1, 2])
             with left:
                 token = token_picker(v)
             options = {s.key: s for s in steps}
             if st.session_state.get("residual_norm") not in options:
                 st.session_state["residual_norm"] = steps[0].key
-            chosen = right.radio("Which norm", list(options), key="residual_norm", horizontal=True,
+            chosen = right.radio("Which norm", list(options), key="residual_norm", horizontal=not v.presenter,
                                  format_func=lambda key: options[key].label)
             step = options[chosen]
             m = norm_math(v, step, token)
-            chart(norm_scatter_figure(v, m, step, token), key="norm_scatter")
+            chart(norm_scatter_figure(v, m, step, token), stage, key="norm_scatter")
             stats = norm_stats(m)
-            st.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+            knobs.dataframe(stats, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
                                                                 for c in ("mean", "variance", "RMS", "L2 norm")})
-            st.caption(norm_caption(m, step))
+            knobs.caption(norm_caption(m, step))
         panel = math_panel(SLUG)
         if panel.open:
             with panel:

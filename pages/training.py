@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.app import lab
 from explorer.lab.figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
                                   metrics_chart, same_task_runs, snapshot_caption, snapshot_chart)
-from explorer.app.layout import chart, explanation, page_header, step_nav
+from explorer.app.layout import beside_the_chart, chart, explanation, page_header, step_nav
 from explorer.app.models import is_encoder_decoder
 from explorer.app.state import view
 from explorer.lab.training import (BOUNDS, CHOICES, PRESETS, RANGES, TASK_ABOUT, TASKS, describe_difference,
@@ -19,64 +19,70 @@ v = view()
 page_header("training", v)
 explanation(v, lab.EXPLANATION, title="What happens when a model trains")
 
-# 1) the setup: a preset, then every knob (advanced knobs hidden in presenter mode)
-st.subheader("1. Set up")
-lab.init_setup_widgets()
-left, right = st.columns([1, 2])
-left.selectbox("Preset", list(PRESETS), key="lab_preset", on_change=lab.apply_preset)
-hint = right.empty()                  # filled below, once the widgets hold this run's settings
-task = st.radio("Task", list(TASKS), format_func=TASKS.get, key="lab_task", horizontal=True)
-if task == "text":
-    st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
-                 placeholder="Paste a few paragraphs, a poem, song lyrics ...")
-    st.file_uploader("... or upload a .txt file (up to 1 MB)", type=["txt"], key="lab_upload", max_upload_size=1)
-    st.caption("Your text stays in this browser tab: a link to this page carries the preset and the knobs, never "
-               "the text.")
-st.text_input("Probe sentence", key="lab_probe", max_chars=300,
-              placeholder="empty: a sentence from the task (e.g. 'roses are red violets are blue')",
-              help="Its attention pattern is watched while the model learns; its first words start the samples.")
-# The advanced knobs sit in panels drawn only while open (their values stay: see lab.init_setup_widgets), so
-# a training tick has fewer elements on the page to go through; hidden in presenter mode.
-architecture = None if v.presenter else st.expander("Architecture", icon=":material/account_tree:",
-                                                   key="lab_architecture", on_change="rerun")
-optimizer = None if v.presenter else st.expander("Optimizer and schedule", icon=":material/tune:",
-                                                key="lab_optimizer_panel", on_change="rerun")
-if architecture is not None and architecture.open:
-    with architecture:
-        a, b, c = st.columns(3)
-        a.number_input("Layers", *BOUNDS["n_layers"], key="lab_n_layers")
-        a.number_input("Heads", *BOUNDS["n_heads"], key="lab_n_heads")
-        a.selectbox("Tokens", CHOICES["tokenizer"], key="lab_tokenizer")
-        b.number_input("d_model", *BOUNDS["d_model"], step=8, key="lab_d_model")
-        b.number_input("d_ff", *BOUNDS["d_ff"], step=8, key="lab_d_ff")
-        b.number_input("Context length", *BOUNDS["max_len"], key="lab_max_len")
-        c.selectbox("Positions", CHOICES["pos"], key="lab_pos")
-        c.selectbox("Norm", CHOICES["norm"], key="lab_norm")
-        c.selectbox("Norm position", CHOICES["norm_position"], key="lab_norm_position")
-        c.selectbox("Activation", CHOICES["activation"], key="lab_activation")
-        a.checkbox("Scale embeddings by √d_model", key="lab_embed_scale",
-                   help="The 2017 paper multiplies token embeddings by √d_model so the positional signal added "
-                        "next does not drown them out. Forget it with sinusoidal positions and watch the loss.")
-if optimizer is not None and optimizer.open:
-    with optimizer:
-        a, b, c = st.columns(3)
-        a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
-        a.number_input("Learning rate", *RANGES["lr"], format="%.4f", key="lab_lr")
-        a.number_input("Batch size", *BOUNDS["batch_size"], key="lab_batch_size")
-        b.number_input("Warmup steps", *RANGES["warmup"], key="lab_warmup")
-        b.selectbox("Schedule", CHOICES["schedule"], key="lab_schedule")
-        b.number_input("Step budget", *BOUNDS["steps"], key="lab_steps")
-        c.number_input("Gradient clipping (0 = off)", *RANGES["grad_clip"], key="lab_grad_clip")
-        c.number_input("Label smoothing", *RANGES["label_smoothing"], key="lab_label_smoothing")
-        c.number_input("Weight decay", *RANGES["weight_decay"], format="%.4f", key="lab_weight_decay",
-                       help="Shrinks every weight a little towards zero at each step. The encoder-decoder presets "
-                            "train without it (0).")
+# 1) the setup: a preset, then every knob (advanced knobs hidden in presenter mode). On a projector, once a run
+# exists, the setup folds into a panel so the controls and the loss curve are on the first screen.
+run = lab.active_run()
+folded = v.presenter and run is not None
+with st.expander("1. Set up", icon=":material/tune:") if folded else st.container():
+    if not folded:
+        st.subheader("1. Set up")
+    lab.init_setup_widgets()
+    left, right = st.columns([1, 2])
+    left.selectbox("Preset", list(PRESETS), key="lab_preset", on_change=lab.apply_preset)
+    hint = right.empty()                  # filled below, once the widgets hold this run's settings
+    task = st.radio("Task", list(TASKS), format_func=TASKS.get, key="lab_task", horizontal=True)
+    if task == "text":
+        st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
+                     placeholder="Paste a few paragraphs, a poem, song lyrics ...")
+        st.file_uploader("... or upload a .txt file (up to 1 MB)", type=["txt"], key="lab_upload", max_upload_size=1)
+        st.caption("Your text stays in this browser tab: a link to this page carries the preset and the knobs, "
+                   "never the text.")
+    st.text_input("Probe sentence", key="lab_probe", max_chars=300,
+                  placeholder="empty: a sentence from the task (e.g. 'roses are red violets are blue')",
+                  help="Its attention pattern is watched while the model learns; its first words start the samples.")
+    # The advanced knobs sit in panels drawn only while open (their values stay: see lab.init_setup_widgets), so
+    # a training tick has fewer elements on the page to go through; hidden in presenter mode.
+    architecture = None if v.presenter else st.expander("Architecture", icon=":material/account_tree:",
+                                                       key="lab_architecture", on_change="rerun")
+    optimizer = None if v.presenter else st.expander("Optimizer and schedule", icon=":material/tune:",
+                                                    key="lab_optimizer_panel", on_change="rerun")
+    if architecture is not None and architecture.open:
+        with architecture:
+            a, b, c = st.columns(3)
+            a.number_input("Layers", *BOUNDS["n_layers"], key="lab_n_layers")
+            a.number_input("Heads", *BOUNDS["n_heads"], key="lab_n_heads")
+            a.selectbox("Tokens", CHOICES["tokenizer"], key="lab_tokenizer")
+            b.number_input("d_model", *BOUNDS["d_model"], step=8, key="lab_d_model")
+            b.number_input("d_ff", *BOUNDS["d_ff"], step=8, key="lab_d_ff")
+            b.number_input("Context length", *BOUNDS["max_len"], key="lab_max_len")
+            c.selectbox("Positions", CHOICES["pos"], key="lab_pos")
+            c.selectbox("Norm", CHOICES["norm"], key="lab_norm")
+            c.selectbox("Norm position", CHOICES["norm_position"], key="lab_norm_position")
+            c.selectbox("Activation", CHOICES["activation"], key="lab_activation")
+            a.checkbox("Scale embeddings by √d_model", key="lab_embed_scale",
+                       help="The 2017 paper multiplies token embeddings by √d_model so the positional signal added "
+                            "next does not drown them out. Forget it with sinusoidal positions and watch the loss.")
+    if optimizer is not None and optimizer.open:
+        with optimizer:
+            a, b, c = st.columns(3)
+            a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
+            a.number_input("Learning rate", *RANGES["lr"], format="%.4f", key="lab_lr")
+            a.number_input("Batch size", *BOUNDS["batch_size"], key="lab_batch_size")
+            b.number_input("Warmup steps", *RANGES["warmup"], key="lab_warmup")
+            b.selectbox("Schedule", CHOICES["schedule"], key="lab_schedule")
+            b.number_input("Step budget", *BOUNDS["steps"], key="lab_steps")
+            c.number_input("Gradient clipping (0 = off)", *RANGES["grad_clip"], key="lab_grad_clip")
+            c.number_input("Label smoothing", *RANGES["label_smoothing"], key="lab_label_smoothing")
+            c.number_input("Weight decay", *RANGES["weight_decay"], format="%.4f", key="lab_weight_decay",
+                           help="Shrinks every weight a little towards zero at each step. The encoder-decoder presets "
+                                "train without it (0).")
 
-hint.info(lab.setup_hint(), icon=":material/lightbulb:")
+    hint.info(lab.setup_hint(), icon=":material/lightbulb:")
 
-# 2) the controls, like TensorFlow Playground's
-st.subheader("2. Train")
-buttons = st.columns(4 if v.presenter else [1, 1, 1, 1, 2])
+# 2) the controls, like TensorFlow Playground's (on a projector with a run: beside the loss curve)
+controls, curve = beside_the_chart(v, spec=(1, 3)) if folded else (st.container(), st.container())
+controls.subheader("2. Train")
+buttons = [controls] * 4 if folded else controls.columns(4 if v.presenter else [1, 1, 1, 1, 2])
 buttons[0].button("Start", icon=":material/play_arrow:", on_click=lab.start, type="primary", key="lab_start",
                   width="stretch")
 buttons[1].button("Pause", icon=":material/pause:", on_click=lab.pause, key="lab_pause", width="stretch")
@@ -84,13 +90,13 @@ buttons[2].button("Step", icon=":material/skip_next:", on_click=lab.step_once, k
                   help="Train for one tick (a fraction of a second), then stop.")
 buttons[3].button("Reset", icon=":material/restart_alt:", on_click=lab.reset, key="lab_reset", width="stretch",
                   help="Start this run again from random weights with the settings above.")
-st.toggle("Slow motion", key="lab_slow", help="Two steps per tick, to watch a quick model learn step by step.")
+controls.toggle("Slow motion", key="lab_slow", help="Two steps per tick, to watch a quick model learn step by step.")
 for message in lab.messages():
-    st.warning(message, icon=":material/warning:")
+    controls.warning(message, icon=":material/warning:")
 
 run = lab.active_run()
 if run is not None and run.divergence:
-    st.error(divergence_explanation(run), icon=":material/trending_up:")
+    controls.error(divergence_explanation(run), icon=":material/trending_up:")
 
 
 # While a run trains, three fragments rerun on their own timers: `trainer` (at the page's end) trains and
@@ -145,7 +151,8 @@ def live_details():
         st.caption(snapshot_caption(current, index, layer, head))
 
 
-live_progress()
+with curve:
+    live_progress()
 live_details()
 
 # a finished digit run of the encoder-decoder, tested on every list length it can read

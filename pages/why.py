@@ -6,7 +6,7 @@ from model.inputs import prepare_text
 
 from explorer import memo
 from explorer.app.models import is_encoder_decoder
-from explorer.app.layout import (chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
                                  sections, step_nav, token_picker)
 from explorer.app.state import READ_LIMIT, apply_view, view
 from explorer.plot import labels
@@ -124,7 +124,8 @@ if attribution_tab.open:
 
 if routes_tab.open:
     with routes_tab:
-        threshold = st.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
+        knobs, stage = beside_the_chart(v, spec=(1, 3))
+        threshold = knobs.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
                               help="Only contributions at least this large (as a share of the state they build) are drawn. "
                                    "llm-transparency-tool starts at 0.04; a tiny model's routes show from 0.02.")
         try:
@@ -132,9 +133,10 @@ if routes_tab.open:
         except ValueError as problem:
             st.info(sentence(problem), icon=":material/info:")
         else:
-            story = st.container()
-            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), key="why_routes", clickable=True)
-            (st if v.presenter else story).markdown(Y.routes_story(v, edges, position))
+            story = stage.container()
+            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), stage, key="why_routes",
+                          clickable=True)
+            (knobs if v.presenter else story).markdown(Y.routes_story(v, edges, position))
             nodes = Y.route_nodes(edges)
             if (chosen := Y.clicked_node(click, nodes)) is not None:
                 st.session_state["why_node"] = chosen      # a click on a node opens what its update wrote
@@ -154,21 +156,22 @@ if patching_tab.open and decoder:
                       "two runs would also need one source.", icon=":material/info:")
 elif patching_tab.open:
     with patching_tab:
+        knobs, stage = beside_the_chart(v)
         suggestion = Y.suggested_corruption(v)
-        text = st.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
+        text = knobs.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
                              max_chars=400, placeholder=suggestion or "the sentence with one word changed",
                              help="Change one word. The page puts pieces of your sentence's run into the run of "
                                   "this one and measures how much of your sentence's answer comes back: the token "
                                   "to explain, against the one chosen beside it (or else the changed sentence's "
                                   "favourite).")
         if suggestion and not text.strip():
-            st.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
+            knobs.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
                       on_click=lambda: st.session_state.update(why_corrupted=suggestion))
         if text.strip():
             corrupted = prepare_text(v.bundle.tokenizer, text, min(model.cfg.max_len, READ_LIMIT))
             if corrupted.unknown:
-                st.warning(corrupted.unknown_notice(), icon=":material/info:")
-            compare = st.toggle("Beside it: the instant estimate (attribution patching)", key="why_estimate",
+                knobs.warning(corrupted.unknown_notice(), icon=":material/info:")
+            compare = knobs.toggle("Beside it: the instant estimate (attribution patching)", key="why_estimate",
                                 help="One forward and one backward pass estimate every cell at once; the exact grid "
                                      "runs the model once per cell.")
             args = (tuple(v.ids), tuple(corrupted.ids), position, target, other)
@@ -180,15 +183,15 @@ elif patching_tab.open:
                 guess, refusal = None, problem
             else:
                 refusal = None
-            story = st.container()
+            story = (knobs if v.presenter else stage).container()      # on a projector beside the grids
             rows, words = [], []                           # in page order: stream grids, their words, head grids, ...
             for _ in range(2):
-                rows.append(st.columns(2) if compare and not v.presenter else (st.container(), st.container()))
-                words.append(st.container())
+                rows.append(stage.columns(2) if compare and not v.presenter else (stage.container(), stage.container()))
+                words.append(stage.container())
             if guess is not None:
                 chart(Y.estimate_figure(v, guess, "resid", v.presenter), rows[0][1], key="why_resid_estimate")
                 chart(Y.estimate_figure(v, guess, "heads", v.presenter), rows[1][1], key="why_heads_estimate")
-            progress = st.progress(0.0, text="Patching ...")
+            progress = stage.progress(0.0, text="Patching ...")
             try:
                 if refusal is not None:
                     raise refusal
@@ -196,7 +199,7 @@ elif patching_tab.open:
                     done / total, text=f"Patched run {done:,} of {total:,}"))
             except ValueError as problem:
                 progress.empty()
-                st.info(sentence(problem), icon=":material/info:")
+                stage.info(sentence(problem), icon=":material/info:")
             else:
                 progress.empty()
                 story.markdown(Y.pair_story(v, result, [vocab[i] for i in corrupted.ids]))
@@ -205,8 +208,8 @@ elif patching_tab.open:
                 chart(Y.heads_figure(result, v.presenter), rows[1][0], key="why_heads")
                 words[1].markdown(Y.heads_story(result))
                 if guess is not None:
-                    st.markdown(Y.agreement_story(v, result, guess))
-                csv = st.columns(2)
+                    stage.markdown(Y.agreement_story(v, result, guess))
+                csv = stage.columns(2)
                 csv[0].download_button("Download the stream grid (CSV)", Y.grid_csv(result.resid, labels(v.tokens)),
                                        "patching_stream.csv", "text/csv", key="why_resid_csv",
                                        icon=":material/download:", on_click="ignore")

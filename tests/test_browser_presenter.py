@@ -1,9 +1,13 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
-figures use the content width, no tab or link label is cut off, and the camera button downloads a figure."""
+figures use the content width, no tab or link label is cut off, the camera button downloads a figure, and at
+1366 x 768 every tab's main chart is whole on the first screen with the knobs of a live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 from browser_support import open_view
+from explorer.registry import ENCODER_DECODER, STEPS
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
 
@@ -93,6 +97,7 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
     assert png.value.suggested_filename == f"{name}.png"
     data = open(png.value.path(), "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1920   # PNG width
+    tab.get_by_test_id("stExpandSidebarButton").click()               # presenter mode starts with it closed
     tab.locator("[data-testid=stSidebar]").get_by_text("SVG", exact=True).click()
     tab.wait_for_selector("[data-test-script-state='notRunning']")
     chart = tab.locator(".js-plotly-plot").first
@@ -103,3 +108,116 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
     assert svg.value.suggested_filename == f"{name}.svg"
     text = open(svg.value.path(), encoding="utf-8").read()
     assert text.startswith("<svg") and 'width="1920"' in text[:600] and "Attention pattern" in text
+
+
+# --- a projector's first screen: every tab's main chart whole, without scrolling (issue 24) --------------------
+
+PROJECTOR = {"width": 1366, "height": 768}
+SORT = {"model": "sort", "text": "7 3 9 1 5 2"}
+# The main chart of a tab that has several (by its title's first words); other tabs: their first chart. A tab
+# without a chart: its first table, or its choices.
+MAIN_CHART = {("attention", "Who looks at whom"): "Attention pattern",
+              ("feedforward", "The strongest neurons"): "Strongest neurons",
+              ("prediction", None): "Next-token probabilities"}
+NO_CHART = {("tokenization", "The vocabulary"): "[data-testid=stDataFrame]",
+            ("encoder-decoder", "Decoding step by step"): "[data-testid=stDataFrame]",
+            ("encoder-decoder", "What if?"): "[data-testid=stRadio]"}
+PROJECTOR_VIEWS = [(page.slug, label) for page in [*STEPS, ENCODER_DECODER] for label in page.labels] \
+    + [("prediction", None)]
+
+# Where a tab's main element is and what its page shows around it, measured with the page at its top.
+_FIRST_SCREEN = """([selector, title]) => {
+  const main = document.querySelector('[data-testid=stMain]');
+  const shown = e => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+  const candidates = [...main.querySelectorAll(selector)].filter(shown);
+  const target = title ? candidates.find(c => ((c.querySelector('.gtitle') || {}).textContent || '').startsWith(title))
+                       : candidates[0];
+  if (!target) return null;
+  const r = target.getBoundingClientRect(), H = window.innerHeight, W = document.documentElement.clientWidth;
+  const seen = Math.max(0, Math.min(r.bottom, H) - Math.max(r.top, 0)) * Math.max(0, Math.min(r.right, W) - Math.max(r.left, 0));
+  const plots = [...main.querySelectorAll('.explorer-chart')].filter(shown).map(frame => {
+    const box = frame.getBoundingClientRect(), svg = frame.querySelector('.main-svg');
+    const s = svg ? svg.getBoundingClientRect() : box;
+    return {inside: s.left >= box.left - 1 && s.right <= box.right + 1 && s.top >= box.top - 1 && s.bottom <= box.bottom + 1,
+            title: (frame.querySelector('.gtitle') || {}).textContent || ''};
+  });
+  const tablist = main.querySelector('[role=tablist]');
+  const rows = tablist ? new Set([...tablist.querySelectorAll('[role=tab]')].map(t => Math.round(t.getBoundingClientRect().top))).size : 1;
+  const open = tablist ? (tablist.querySelector('[role=tab][aria-selected=true]') || {}).innerText : null;
+  const words = list => list.map(h => h.textContent.trim().toLowerCase()).filter(Boolean);
+  const headings = words([...main.querySelectorAll('h1, h2, h3, h4')].filter(shown));
+  const chartTitles = words([...main.querySelectorAll('.explorer-chart .gtitle')]);
+  const sidebar = document.querySelector('[data-testid=stSidebar]').getBoundingClientRect();
+  return {share: seen / (r.width * r.height), top: Math.round(r.top), bottom: Math.round(r.bottom), plots, rows, open,
+          headings, chartTitles, sidebarRight: sidebar.right, scrolled: main.scrollTop || document.scrollingElement.scrollTop};
+}"""
+
+
+def first_screen(page, selector: str, title: str | None, timeout: float = 20_000) -> dict:
+    """The page's first screen once every chart is drawn and the main element has settled (a chart is redrawn to
+    fit when what is above it settles): waits for the element's whole box to be on screen, then measures."""
+    page.wait_for_function("""() => [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes')""")
+    try:
+        page.wait_for_function(f"""(args) => {{ const m = ({_FIRST_SCREEN})(args); return m && m.share > 0.999; }}""",
+                               arg=[selector, title], timeout=timeout)
+    except PlaywrightTimeout:
+        pass                                                     # measured below, and the test says by how much
+    return page.evaluate(_FIRST_SCREEN, [selector, title])
+
+
+@pytest.mark.parametrize("slug, label", PROJECTOR_VIEWS)
+def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_url, slug, label):
+    tab.set_viewport_size(PROJECTOR)
+    tab.add_init_script("window.localStorage.clear()")     # a browser keeps a sidebar it opened: start as a new one
+    query = {"presenter": 1, **(SORT if slug == "encoder-decoder" else {})} | ({"section": label} if label else {})
+    open_view(tab, app_url, slug, **query)
+    if (slug, label) == ("why", "Patching"):                        # the page suggests a second sentence
+        tab.get_by_role("button", name="Try").click()
+        tab.wait_for_selector("[data-test-script-state='notRunning']")
+    selector = NO_CHART.get((slug, label), ".explorer-chart")
+    seen = first_screen(tab, selector, MAIN_CHART.get((slug, label)))
+    assert seen is not None, f"{slug} / {label}: no main element"
+    assert seen["share"] == pytest.approx(1.0, abs=1e-3), (slug, label, seen["share"], seen["top"], seen["bottom"])
+    assert seen["scrolled"] == 0
+    assert seen["sidebarRight"] <= 1, "presenter mode starts with the sidebar closed"
+    if label:
+        assert seen["rows"] == 1 and seen["open"] == label, (slug, label, seen["rows"], seen["open"])
+        assert label.lower() not in seen["headings"], f"{slug}: the tab's label is repeated as a heading"
+    assert all(p["inside"] for p in seen["plots"]), (slug, label, [p["title"] for p in seen["plots"] if not p["inside"]])
+    repeated = [h for h in seen["headings"] if h in seen["chartTitles"] or seen["headings"].count(h) > 1]
+    assert not repeated, (slug, label, repeated)                         # no heading says a title again
+
+
+def test_a_projector_keeps_the_knobs_of_a_live_demo_in_reach(tab, app_url):
+    """Opened, the sidebar shows the sentence and the presenter switch on its first screen; tables and metrics
+    are enlarged for the back row."""
+    tab.set_viewport_size(PROJECTOR)
+    open_view(tab, app_url, "feedforward", presenter=1, section="Switched off")
+    tab.get_by_test_id("stExpandSidebarButton").click()
+    sidebar = tab.get_by_test_id("stSidebar")
+    for control in (sidebar.get_by_role("textbox", name="Sentence"), sidebar.get_by_text("Presenter mode")):
+        expect(control).to_be_in_viewport(ratio=1)
+    value = tab.get_by_test_id("stMetricValue").first.get_by_text("%")
+    assert value.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= 40          # the back row reads it
+    open_view(tab, app_url, "tokenization", presenter=1, section="The vocabulary")
+    table = tab.get_by_test_id("stDataFrame").first
+    expect(table).to_be_visible()
+    # the canvas' text, enlarged: drawn wider on screen than its own layout width
+    assert table.evaluate("e => e.getBoundingClientRect().width / e.offsetWidth") >= 1.25
+    box, main = table.bounding_box(), tab.get_by_test_id("stMainBlockContainer").bounding_box()
+    assert box["x"] + box["width"] <= main["x"] + main["width"] + 1, "the enlarged table stays inside the page"
+
+
+def test_the_labs_loss_curve_is_whole_on_a_projectors_first_screen_once_a_run_exists(tab, app_url):
+    tab.set_viewport_size(PROJECTOR)
+    tab.add_init_script("window.localStorage.clear()")
+    open_view(tab, app_url, "training", presenter=1)
+    tab.get_by_role("button", name="Start").click()
+    expect(tab.get_by_test_id("stVegaLiteChart").first).to_be_visible()
+    expect(tab.get_by_test_id("stExpander").filter(has_text="1. Set up")).to_be_visible()   # the setup, folded
+    seen = first_screen(tab, "[data-testid=stVegaLiteChart]", None)
+    tab.get_by_role("button", name="Pause").click()
+    assert seen["share"] == pytest.approx(1.0, abs=1e-3), (seen["share"], seen["top"], seen["bottom"])
+    assert seen["sidebarRight"] <= 1
+    for name in ("Start", "Pause", "Step", "Reset"):                  # the controls beside the curve
+        expect(tab.get_by_role("button", name=name)).to_be_in_viewport(ratio=1)

@@ -1,6 +1,9 @@
 """The one cache (explorer/cache.py): a key per model object, traces within a memory budget, per-model results."""
 import copy
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
 from conftest import open_page, plotly_figures
@@ -139,3 +142,30 @@ def test_per_input_results_are_computed_once_per_model_and_input_and_report_prog
         store.get(key, lambda key=key: key.upper())
     assert store.get("a", lambda: "again") == "again"          # the least recently used went first
     assert store.get("c", lambda: "never") == "C"
+
+
+def test_many_visitors_asking_for_one_trace_at_once_compute_it_once():
+    """A class following its teacher onto one sentence: one trace, every student gets the same one."""
+    store = cache.TraceStore(budget=2**30)
+    runs, started, release = [], threading.Event(), threading.Event()
+
+    def run():
+        runs.append(1)
+        started.set()
+        release.wait(10)                 # hold the first computation until every visitor is waiting
+        return TINY.model.run([1, 2, 3])
+
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(store.get, "same", run)
+        started.wait(10)
+        others = [pool.submit(store.get, "same", run) for _ in range(7)]
+        release.set()
+        traces = [first.result()[0], *(f.result()[0] for f in others)]
+    assert runs == [1] and all(t is traces[0] for t in traces) and len(store) == 1
+
+    def broken():
+        raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError):
+        store.get("broken", broken)
+    assert store.get("broken", lambda: TINY.model.run([1]))[1]          # a failure is not kept; nobody waits on it

@@ -983,7 +983,7 @@ def check_attention_whatifs(at: AppTest, ref: Ref) -> None:
             after = ref.model.run(ref.ids, causal=False)
             for l in range(ref.L):                                          # every head now looks ahead
                 assert float(after[f"blocks.{l}.attn.pattern"][0, :, :-1].triu(1).sum(-1).min()) > 0
-        c.says(what, f"Below: the prediction for the word after the query token ({query}: "
+        c.says(what, f"The chart: the prediction for the word after the query token ({query}: "
                      f"{quote(ref.tokens[query])}).")
         largest = check_top_guess(c, ref, after, query, changed)
         check_size(c, largest)

@@ -3,6 +3,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from bench.apptest import fragment_ids, run_fragment
 from conftest import APP, page_text
 from explorer import lessons as L
 from explorer.app import classroom as C
@@ -63,6 +64,28 @@ def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous()
     t.button(key="class_previous").click().run()
     students[0].run()
     assert C.store().state(code).step == 0 and on_page(students[0]) == LESSON.steps[0].page
+
+
+def test_a_students_poll_follows_the_teacher_with_one_full_run_and_an_idle_poll_runs_none():
+    """As on a server: the polling fragment runs alone each second (tests above drive the full run, since AppTest's
+    run_every never ticks); when the teacher moved, it asks for exactly one full run, on the step's page."""
+    t = teacher()
+    code = t.session_state[C.CODE]
+    s = student(code, "Ada")
+    [poll] = fragment_ids(s)
+    assert run_fragment(s, poll) == 0 and on_page(s) == LESSON.steps[0].page          # nobody moved
+    for index in (1, 2):                       # 0 -> 1 opens another page; 1 -> 2 stays on the attention page
+        t.button(key="class_next").click().run()
+        step = LESSON.steps[index]
+        assert run_fragment(s, poll) == 1, index
+        assert not s.exception and s.session_state[C.STEP] == index and on_page(s) == step.page
+        assert s.session_state["text"] == step.view["text"] and s.session_state["head"] == step.view["head"]
+        assert s.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
+        assert s.query_params["join"] == code and s.query_params["seat"] == s.session_state[C.SEAT]
+        assert run_fragment(s, poll) == 0                                             # followed: idle again
+    s.toggle(key=C.FOLLOW_TOGGLE).set_value(False).run()
+    t.button(key="class_next").click().run()
+    assert run_fragment(s, poll) == 0 and s.session_state[C.STEP] == 2                # not following: stays
 
 
 def test_a_student_explores_alone_and_comes_back_with_one_click():

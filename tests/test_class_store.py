@@ -65,6 +65,20 @@ def test_a_class_opens_with_a_short_code_students_join_and_follow_the_teacher(st
     assert store.move(code, key, 99).step == 2 and store.move(code, key, -5).step == 0   # clamped to the lesson
 
 
+def test_a_poll_reads_the_position_and_the_lessons_version_without_the_lesson(store):
+    code, key = store.open_class(LESSON)
+    other, _ = store.open_class({**LESSON, "title": "another"})
+    where = store.position(code)
+    assert (where.code, where.step, where.revealed, where.is_revealed) == (code, 0, frozenset(), False)
+    assert where.version == store.state(code).version == S.lesson_version(LESSON) != store.position(other).version
+    assert store.lesson(code) == LESSON
+    store.move(code, key, 2)
+    store.reveal(code, key, 2)
+    assert store.position(code) == S.Position(code, 2, frozenset({2}), where.version) and store.position(code).is_revealed
+    assert store.position(code.lower()).code == code
+    assert store.position("NOPE42") is None and store.lesson("NOPE42") is None
+
+
 def test_only_the_teacher_key_moves_or_reveals(store):
     code, key = store.open_class(LESSON)
     other_code, other_key = store.open_class(LESSON)

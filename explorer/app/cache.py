@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from threading import Lock
+from threading import Event, Lock
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -38,30 +38,43 @@ def trace_bytes(trace: Trace) -> int:
 
 
 class TraceStore:
-    """Traces by key, least recently used dropped first once their total size passes `budget` bytes."""
+    """Traces by key, least recently used dropped first once their total size passes `budget` bytes. A key is
+    computed once even when many visitors ask at the same moment (a class following its teacher onto one
+    sentence): the first computes, the others wait for its trace."""
 
     def __init__(self, budget: int):
         self.budget = budget
         self.used = 0
         self._entries: OrderedDict[Hashable, tuple[Trace, bool, int]] = OrderedDict()
+        self._running: dict[Hashable, Event] = {}
         self._lock = Lock()
 
     def get(self, key: Hashable, run: Callable[[], Trace]) -> tuple[Trace, bool]:
         """(trace, whether every value is finite) for `key`, calling `run()` the first time."""
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                trace, finite, _ = self._entries[key]
-                return trace, finite
-        trace = run()                     # outside the lock: other visitors' traces are not held up
-        finite, size = trace_is_finite(trace), trace_bytes(trace)
-        with self._lock:
-            if key not in self._entries:
-                self._entries[key] = (trace, finite, size)
-                self.used += size
-            while self.used > self.budget and len(self._entries) > 1:
-                _, (_, _, dropped) = self._entries.popitem(last=False)
-                self.used -= dropped
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    trace, finite, _ = self._entries[key]
+                    return trace, finite
+                running = self._running.get(key)
+                if running is None:
+                    self._running[key] = Event()
+                    break
+            running.wait()                # another visitor computes it; then read it (or compute, had it failed)
+        try:
+            trace = run()                 # outside the lock: other visitors' traces are not held up
+            finite, size = trace_is_finite(trace), trace_bytes(trace)
+            with self._lock:
+                if key not in self._entries:
+                    self._entries[key] = (trace, finite, size)
+                    self.used += size
+                while self.used > self.budget and len(self._entries) > 1:
+                    _, (_, _, dropped) = self._entries.popitem(last=False)
+                    self.used -= dropped
+        finally:
+            with self._lock:
+                self._running.pop(key).set()
         return trace, finite
 
     def __len__(self) -> int:

@@ -3,9 +3,12 @@
 The class itself lives in the store (explorer/classroom/store.py), one per server (`st.cache_resource`). A session
 knows its part in session state: the class code, its role (teacher, student or alone with a lesson), the teacher
 key (the teacher's session only, never in a URL) or the student's seat (in the student's URL, so a reload finds
-them again). A small fragment polls the store every POLL_SECONDS; when the teacher moves, a following student's app
-opens the same view: the fragment asks for a full run, which sets the view before the sidebar is drawn and switches
-to the step's page.
+them again). A small fragment polls the store every POLL_SECONDS, reading only where the class is (its step, its
+revealed steps and its lesson's version: the lesson itself is parsed once per class and kept). When the teacher
+moves, a following student's fragment sets the step as pending and asks for ONE full run: `st.switch_page` to the
+step's page (or a rerun of the app when the page stays), whose top sets the step's view before the sidebar is drawn.
+A full run that finds the teacher moved (a student's click, or AppTest, whose `run_every` never ticks) follows at
+its top instead (`follow`), then switches page (`switch_if_moved`).
 """
 import json
 import secrets
@@ -17,7 +20,7 @@ import streamlit as st
 from model.inputs import prepare_text
 
 from explorer.classroom import open_store
-from explorer.classroom.store import TooMany, WrongKey, normalise_code
+from explorer.classroom.store import Position, TooMany, WrongKey, normalise_code
 from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_link, from_link,
                               next_word_question, parse, step_from_view)
 from explorer.registry import BY_SLUG
@@ -46,7 +49,12 @@ def role() -> str | None:
 def lesson() -> Lesson | None:
     """The lesson this session walks or teaches."""
     raw = st.session_state.get(LESSON)
-    return None if raw is None else parse(raw)
+    return None if raw is None else _parsed(raw)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _parsed(raw: str) -> Lesson:
+    return parse(raw)
 
 
 def parse_stored(raw: dict) -> Lesson:
@@ -54,21 +62,56 @@ def parse_stored(raw: dict) -> Lesson:
     return parse(json.dumps(raw))
 
 
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _class_lesson(code: str, version: str) -> Lesson:
+    """Class `code`'s lesson, read from the store and parsed once per class and version (shared by every session
+    in the class; never changed by a caller)."""
+    raw = store().lesson(code)
+    if raw is None:
+        raise LookupError(code)             # not cached: the class is gone
+    return parse_stored(raw)
+
+
+def current(code: str) -> tuple[Position, Lesson] | None:
+    """Where class `code` is and its lesson, or None once it has ended: one small read of the store per call."""
+    where = store().position(code)
+    if where is None:
+        return None
+    try:
+        return where, _class_lesson(where.code, where.version)
+    except LookupError:
+        return None
+
+
 # --- moving to a step: set the view before the sidebar is drawn, then open the step's page -----------------------
 
 
 def go_to(step: LessonStep, index: int) -> None:
-    """Ask the next full run to show `step` (call from a callback or a fragment, then rerun)."""
+    """Ask the next full run to show `step` (call from a callback or a fragment, then `open_pending`)."""
     st.session_state[PENDING] = (index, step)
 
 
-def follow() -> None:
-    """At the top of a run: a following student whose teacher moved gets the class's step as the pending one."""
-    if role() != "student" or not st.session_state.get(FOLLOW, True):
+def open_pending() -> None:
+    """From a fragment: one full run shows the pending step, on its page (`st.switch_page`) or, when the page
+    stays, on this one (a rerun of the app). Its top sets the view (`apply_pending`); no second run follows."""
+    pending = st.session_state.get(PENDING)
+    if pending is None:
         return
-    state = store().state(st.session_state.get(CODE, ""))
-    if state is not None and st.session_state.get(STEP) != state.step:
-        go_to(parse_stored(state.lesson).steps[state.step], state.step)
+    file = BY_SLUG[pending[1].page].file
+    if file != BY_SLUG.get(st.session_state.get("_page") or "home", BY_SLUG["home"]).file:
+        st.switch_page(file)
+    st.rerun(scope="app")
+
+
+def follow() -> None:
+    """At the top of a full run: a following student whose teacher moved gets the class's step as the pending one
+    (a student's poll usually did it already)."""
+    if role() != "student" or not st.session_state.get(FOLLOW, True) or PENDING in st.session_state:
+        return
+    found = current(st.session_state.get(CODE, ""))
+    if found is not None and st.session_state.get(STEP) != found[0].step:
+        where, lesson_ = found
+        go_to(lesson_.steps[where.step], where.step)
 
 
 def apply_pending() -> None:
@@ -131,8 +174,8 @@ def join(code: str, name: str) -> None:
         return
     st.session_state.pop("_class_problem", None)
     st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True})
-    state = store().state(code)
-    go_to(parse_stored(state.lesson).steps[state.step], state.step)
+    where, lesson_ = current(code)
+    go_to(lesson_.steps[where.step], where.step)
 
 
 def join_from_page() -> None:
@@ -165,7 +208,7 @@ def rejoin_from_url(query) -> None:
     if role() is not None or "join" not in query:
         return
     code = normalise_code(query["join"])
-    if "seat" in query and store().state(code) is not None:
+    if "seat" in query and store().position(code) is not None:
         st.session_state[SEAT] = str(query["seat"])[:40]
         join(code, "")
     else:
@@ -274,12 +317,12 @@ def _box(name: str, text: str) -> None:
         _alone()
         return
     code = st.session_state[CODE]
-    state = store().state(code)
-    if state is None:
+    found = current(code)
+    if found is None:
         st.warning(f"The class {code} has ended or its code expired.", icon=":material/event_busy:")
         st.button("Leave the class", key="class_leave", on_click=leave)
         return
-    lesson_ = parse_stored(state.lesson)
+    state, lesson_ = found
     step = lesson_.steps[state.step]
     if role() == "teacher":
         _teacher(code, lesson_, state, step, name, text)
@@ -312,8 +355,7 @@ def _step_buttons(index: int, count: int) -> None:
                 icon=":material/arrow_back:", width="stretch")
     right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
                  icon=":material/arrow_forward:", width="stretch", type="primary")
-    if st.session_state.get(PENDING):
-        st.rerun(scope="app")
+    open_pending()                       # Next or Previous was pressed (this fragment's rerun): open the step
 
 
 def _teacher(code, lesson_, state, step, name, text) -> None:
@@ -349,13 +391,15 @@ def _reveal(index: int) -> None:
 def _student(code, lesson_, state, step, name, text) -> None:
     s = store()
     seat = st.session_state[SEAT]
+    following = st.session_state.get(FOLLOW, True)
+    if following and st.session_state.get(STEP) != state.step:
+        go_to(step, state.step)            # the teacher moved: one full run opens the class's step
+    open_pending()                         # ... or "Back to the class's view" was pressed
     s.seen(code, seat)
     st.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")
-    st.session_state[FOLLOW_TOGGLE] = following = st.session_state.get(FOLLOW, True)
+    st.session_state[FOLLOW_TOGGLE] = following
     st.toggle("Follow the teacher", key=FOLLOW_TOGGLE, on_change=_keep_follow,
               help="On: your screen shows what the teacher shows. Off: explore on your own.")
-    if following and st.session_state.get(STEP) != state.step:
-        st.rerun(scope="app")              # the teacher moved: the full run follows (see `follow`)
     here = st.session_state.get("_page") or "home"
     if st.session_state.get(STEP) != state.step or not following or here != step.page:
         st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),

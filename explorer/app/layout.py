@@ -5,6 +5,7 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 """
 import contextlib
 import functools
+import threading
 
 import pandas as pd
 import streamlit as st
@@ -31,7 +32,13 @@ def page_header(slug: str, view: View, encoder_decoder: bool = False) -> None:
     (`encoder_decoder`)."""
     st.html(page_css(view.presenter, bool(st.session_state.get("high_contrast"))))
     figure_format_picker()
-    st.title(BY_SLUG[slug].title)
+    if view.presenter:                 # a projector's first screen: the explanation's button beside the title
+        title, aside = st.columns(2, vertical_alignment="center")
+        title.title(BY_SLUG[slug].title)
+        _page.aside = aside.container(horizontal=True, horizontal_alignment="right")
+    else:
+        _page.aside = None
+        st.title(BY_SLUG[slug].title)
     notices = st.container()           # always there, even empty: a notice coming or going moves nothing below,
     for notice in view.notices + input_notices(view):                                # so charts keep their place
         notices.warning(notice, icon=":material/info:")
@@ -135,7 +142,8 @@ def chart(fig, where=st, *, key: str, description: str | None = None, clickable:
     `clickable`, returns the point a click on the chart just chose (see `plotly_component.plotly_chart`)."""
     figure = fig.to_dict()
     figure["layout"]["template"] = chart_template()
-    clicked = plotly_chart(figure, key, chart_config(fig, key), describe(fig, description), where, clickable)
+    clicked = plotly_chart(figure, key, chart_config(fig, key), describe(fig, description), where, clickable,
+                           screen=bool(st.session_state.get("presenter")))
     if has_tables(fig):
         with contextlib.nullcontext() if where is st else where:
             table_panel(fig, key)
@@ -178,10 +186,33 @@ def require_trace(view: View, slug: str):
     return view.trace
 
 
+_page = threading.local()             # this script run's page: the place beside its title (each session runs in its
+                                      # own thread)
+
+
 def explanation(view: View, markdown: str, title: str = "What is happening here") -> None:
-    """The plain-language explanation a teacher could read aloud (collapsed in presenter mode)."""
-    with st.expander(title, expanded=not view.presenter, icon=":material/school:"):
+    """The plain-language explanation a teacher could read aloud: open above the page; in presenter mode a button
+    beside the title that opens it, so the page's chart keeps the first screen."""
+    with side_panel(view, title, ":material/school:", expanded=not view.presenter):
         st.markdown(markdown)
+
+
+def side_panel(view: View, title: str, icon: str, expanded: bool = False):
+    """A panel of words a page can do without at first sight: an expander (open when `expanded`); in presenter
+    mode, unless it must be open, a button beside the page's title that opens it."""
+    aside = getattr(_page, "aside", None) if view.presenter and not expanded else None
+    if aside is not None:
+        return aside.popover(title, icon=icon)
+    return st.expander(title, expanded=expanded, icon=icon)
+
+
+def beside_the_chart(view: View, where=st, spec=(1, 2.2)):
+    """(choices, stage): in presenter mode two columns, a tab's choices and words on the left and its chart on the
+    right, so the chart starts at the top of the tab, on a projector's first screen; otherwise two places, one
+    above the other (the choices above the chart)."""
+    if view.presenter:
+        return where.columns(list(spec), gap="medium")
+    return where.container(), where.container()
 
 
 def sections(slug: str) -> list:

@@ -7,6 +7,7 @@ figures are in the README, "Measured once, behind a design choice").
 """
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 M_MMAP_THRESHOLD = -3     # mallopt parameter numbers (glibc's malloc.h)
@@ -14,7 +15,9 @@ M_ARENA_MAX = -8
 MMAP_FROM = 256 * 2**10   # blocks this big get pages of their own, returned to the system when freed
 
 
+@functools.cache
 def _libc():
+    """glibc, found once per process (find_library runs `ldconfig -p`: a process per call, in every script run)."""
     if not sys.platform.startswith("linux"):
         return None
     try:

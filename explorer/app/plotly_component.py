@@ -73,7 +73,7 @@ def provide_plotly_js() -> bool:
 JS = r"""
 const SOURCE = new URL("app/static/PLOTLY_JS", document.baseURI).href;
 const NARROW = 640;                       // px: below this a chart is fitted to its width
-const DIAGRAM = 720;                      // px: a diagram's width on a narrow screen (its frame scrolls)
+const DIAGRAM = 720;                      // px: a diagram's width on a phone (its frame scrolls)
 const CHAR = 0.58;                        // a character's width in em, roughly, for the app's sans-serif font
 
 function loadPlotly() {
@@ -107,6 +107,16 @@ function wrap(text, chars) {
     out.push(...(lines.length ? lines : [""]));
   }
   return [out.join(" <br>"), Math.max(1, out.length)];      // the space keeps words apart in the text
+}
+
+// Presenter mode: the height left between the top of `element` (as it stands with the page scrolled to its top)
+// and the bottom of the window, or 0 when less than MIN_HEIGHT is left (the chart then keeps its own height).
+const MIN_HEIGHT = 300;
+function roomBelow(element) {
+  let top = element.getBoundingClientRect().top;
+  for (let e = element.parentElement; e; e = e.parentElement) top += e.scrollTop || 0;
+  const room = Math.floor(window.innerHeight - top - 8);
+  return room >= MIN_HEIGHT ? room : 0;
 }
 
 const axisKey = (letter, ref) => letter + "axis" + String(ref || letter).slice(1);
@@ -250,6 +260,15 @@ function fit(figure, width) {
       // categories (bar charts of tokens): upright when there are more than a few
       const names = [...new Set(data.filter(t => (t[isX ? "xaxis" : "yaxis"] || key[0]) === key[0] + key.slice(5))
         .flatMap(t => (t.type === "bar" && Array.isArray(t[key[0]]) ? t[key[0]] : [])))];
+      const slot = length / Math.max(1, names.length), chars = Math.floor((slot - 6) / (size * CHAR));
+      const wrapped = isX && names.length && chars >= 6 && names.every(n => typeof n === "string")
+        && names.length * (longest(names) * size * CHAR + 6) > length ? names.map(n => wrap(n, chars)) : [];
+      if (wrapped.length && Math.max(...wrapped.map(([, lines]) => lines)) <= 3) {   // a few words each: wrapped
+        Object.assign(axis, {tickmode: "array", tickvals: names, ticktext: wrapped.map(([text]) => text)});
+        below = Math.max(below, Math.max(...wrapped.map(([, lines]) => lines)) * size * 1.3 +
+                                (named && named.text ? size * 2 : 0));
+        continue;
+      }
       if (isX && names.length && names.some(n => typeof n === "string") &&
           names.length * (longest(names) * size * CHAR + 6) > length) {
         axis.tickangle = -90;
@@ -265,6 +284,14 @@ function fit(figure, width) {
     const standing = Math.abs(axis.tickangle || 0) === 90;
     const needed = isX && !standing ? wide : size * 1.35;
     let every = 1;
+    const chars = Math.floor((gap - 6) / (size * CHAR));
+    const wrapped = isX && !standing && gap < needed && chars >= 6 ? axis.ticktext.map(t => wrap(t, chars)) : [];
+    if (wrapped.length && Math.max(...wrapped.map(([, lines]) => lines)) <= 3) {   // names of a few words: wrapped
+      axis.ticktext = wrapped.map(([text]) => text);
+      below = Math.max(below, Math.max(...wrapped.map(([, lines]) => lines)) * size * 1.3 +
+                              (named && named.text ? size * 2 : 0));
+      continue;
+    }
     if (gap < needed) {
       if (isX && !standing && gap >= size * 1.6 && axis.ticktext.some(t => isNaN(Number(t)))) {
         axis.tickangle = -90;
@@ -370,10 +397,18 @@ export default function ({ parentElement, data, setTriggerValue }) {
   const draw = () => {
     const width = parentElement.clientWidth || 800;
     plot.__width = width;
-    const wide = width < NARROW && isDiagram(plot.__figure.layout || {});
+    // on a phone (a narrow window, not a narrow column of a wide one) a diagram keeps its width
+    const wide = window.innerWidth < NARROW && width < NARROW && isDiagram(plot.__figure.layout || {});
     plot.style.minWidth = wide ? DIAGRAM + "px" : "";       // a diagram keeps its width: its frame scrolls
     frame.style.overflowX = wide ? "auto" : "";
-    const fitted = fit(plot.__figure, wide ? DIAGRAM : width);
+    let fitted = fit(plot.__figure, wide ? DIAGRAM : width);
+    plot.__screen = Boolean(data.screen);
+    const room = plot.__room = data.screen ? roomBelow(frame) : 0;
+    if (room && fitted.layout.height > room) {             // presenter mode: the whole chart on the first screen
+      const layout = Object.assign({}, plot.__figure.layout);
+      layout.height = Math.max(MIN_HEIGHT, (layout.height || 450) - (fitted.layout.height - room));
+      fitted = fit(Object.assign({}, plot.__figure, {layout}), wide ? DIAGRAM : width);
+    }
     return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";
       quietToolbar(plot);
@@ -407,6 +442,15 @@ export default function ({ parentElement, data, setTriggerValue }) {
       });
       plot.__watcher.observe(parentElement);
     }
+    if (data.screen && !plot.__page) {
+      // presenter mode: what is above the chart may settle after it is drawn (a widget, a font): then the room
+      // below its top changes, and it is drawn again to fit
+      const main = document.querySelector("[data-testid=stMainBlockContainer]");
+      plot.__page = new ResizeObserver(() => {
+        if (plot.__screen && plot.dataset.drawn === "yes" && Math.abs(roomBelow(frame) - plot.__room) > 4) plot.__draw().catch(() => {});
+      });
+      if (main) plot.__page.observe(main);
+    }
   }).catch(() => {
     plot.dataset.drawn = "yes";
     plot.textContent = "This chart could not be drawn: the page could not load its chart library. " +
@@ -414,6 +458,7 @@ export default function ({ parentElement, data, setTriggerValue }) {
   });
   return () => {
     if (plot.__watcher) plot.__watcher.disconnect();
+    if (plot.__page) plot.__page.disconnect();
     if (window.Plotly) window.Plotly.purge(plot);
   };
 }
@@ -427,16 +472,18 @@ _component = st.components.v2.component("explorer_plotly", js=JS.replace("PLOTLY
                                          html="", isolate_styles=False)
 
 
-def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st, clickable: bool = False) -> dict | None:
+def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st, clickable: bool = False,
+                 screen: bool = False) -> dict | None:
     """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`) in `where` (a container, a column; by default where
     the page is) as the chart named `key`, announced to a screen reader as `label`: the same key on the next run
     updates the same chart in place. With `clickable`, returns the point a click just chose ({"x", "y", "curve",
-    "point", "customdata"}) on the run that click starts, else None."""
+    "point", "customdata"}) on the run that click starts, else None. With `screen` (presenter mode), a chart taller
+    than the room left below its top on the first screen is drawn lower, so the whole of it shows without scrolling."""
     if not provide_plotly_js():
         where.plotly_chart(figure, config=config, key=f"chart_{key}", alt=label, theme=None)
         return None
     with contextlib.nullcontext() if where is st else where:
         result = _component(data={"figure": pio.to_json(figure, validate=False), "config": config, "label": label,
-                                  "clickable": clickable},
+                                  "clickable": clickable, "screen": screen},
                             key=f"chart_{key}", **({"on_click_change": lambda: None} if clickable else {}))
     return getattr(result, "click", None) if clickable else None

@@ -109,6 +109,13 @@ def _load_url_once(notices: list[str]) -> None:
         st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
 
 
+def presenter_requested(query) -> bool:
+    """Presenter mode for this run, before the sidebar's toggle is drawn: the session's choice, else the URL's."""
+    if "presenter" in st.session_state:
+        return bool(st.session_state["presenter"])
+    return query.get("presenter", "") in ("1", "true", "on")
+
+
 def section_key(slug: str) -> str:
     """Session key of page `slug`'s open section (its tab), see explorer.app.layout.sections."""
     return f"section_{slug}"

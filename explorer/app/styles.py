@@ -29,15 +29,28 @@ BASE_CSS = """<style>
   overflow: visible !important; text-overflow: clip !important; }
 </style>"""
 
-# Larger type for a projector, the full width for figures, and less empty space above the title, so a
-# page's first screen reaches its chart.
+# Larger type for a projector, the full width for figures, and little empty space above the title, so each tab's
+# main chart fits on the first screen of a 1366 x 768 projector (tests/test_browser_presenter.py measures it; the
+# chart component draws a chart no taller than the room left below it). The tab row stays one line; a tab's own
+# subheading is left out (the tab's label and the chart's title already say it); tables and metrics are larger for
+# the back row (a table is drawn on a canvas: zoom is the one way to enlarge its text). The sidebar starts closed
+# (streamlit_app.py); opened, it shows the sentence and the presenter switch above the list of pages.
 PRESENTER_CSS = """<style>
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { max-width: none; padding: 3.5rem 1.5rem 2rem 1.5rem; }
+[data-testid="stHeader"] { height: 48px; min-height: 0; }
+[data-testid="stMainBlockContainer"] { max-width: none; padding: 50px 1.5rem 2rem 1.5rem; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
-h1 { font-size: 2.4rem !important; padding-top: 0 !important; } h2 { font-size: 1.9rem !important; }
-h3 { font-size: 1.6rem !important; }
+h1 { font-size: 1.9rem !important; padding: 0 !important; } h2 { font-size: 1.6rem !important; }
+h3 { font-size: 1.4rem !important; }
+[data-testid="stTabs"] [role="tab"] p { font-size: 1.05rem !important; }
+[role="tabpanel"] [data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h3) { display: none; }
+[data-testid="stElementContainer"]:has(> [data-testid="stFullScreenFrame"] > [data-testid="stDataFrame"]) {
+  zoom: 1.3; width: calc(100% / 1.3) !important; }
+[data-testid="stPopoverButton"] p { font-size: 1rem !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { font-size: 2.2rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
+[data-testid="stSidebarContent"] { display: flex; flex-direction: column; }
+[data-testid="stSidebarHeader"] { order: -2; } [data-testid="stSidebarUserContent"] { order: -1; }
 </style>"""
 
 # The keyboard's place, on every control: a 3 px ring 2 px outside the control. One mid-tone blue (relative

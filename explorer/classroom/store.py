@@ -1,6 +1,7 @@
 """Where a live class lives: its lesson, the step the teacher shows, who joined and what they answered.
 
-Two stores with one interface, both plain Python (no Streamlit):
+Two stores with one interface, both plain Python (no Streamlit). A student's app polls `position` each second (the
+step, the revealed steps and the lesson's version, never the lesson) and reads `lesson` once per class and version.
 
 - `MemoryStore`: in this process, the default (one Streamlit server, as on Community Cloud).
 - `RedisStore`: in Redis (`CLASS_STORE_URL=redis://...`), so every replica behind a load balancer sees the
@@ -51,9 +52,30 @@ class ClassState:
     step: int
     revealed: frozenset[int] = field(default_factory=frozenset)
 
+    version: str = ""
+
     @property
     def is_revealed(self) -> bool:
         return self.step in self.revealed
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the class is, without its lesson: what a student's poll reads each second. The lesson's `version`
+    (a hash of it) lets an app parse the lesson once and keep it (a class's lesson never changes)."""
+    code: str
+    step: int
+    revealed: frozenset[int]
+    version: str
+
+    @property
+    def is_revealed(self) -> bool:
+        return self.step in self.revealed
+
+
+def lesson_version(lesson: dict) -> str:
+    """A short hash of a lesson: the same lesson, the same version."""
+    return hashlib.sha256(json.dumps(lesson, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def normalise_code(text: str) -> str:
@@ -99,6 +121,7 @@ class _RateLimiter:
 class _Class:
     lesson: dict
     key_hash: str
+    version: str = ""
     step: int = 0
     revealed: set[int] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)            # student id -> display name
@@ -127,7 +150,8 @@ class MemoryStore:
             code = _new_code()
             while code in self._classes:
                 code = _new_code()
-            self._classes[code] = _Class(lesson=json.loads(json.dumps(lesson)), key_hash=_hash(key))
+            self._classes[code] = _Class(lesson=json.loads(json.dumps(lesson)), key_hash=_hash(key),
+                                         version=lesson_version(lesson))
         return code, key
 
     def move(self, code: str, key: str, step: int) -> ClassState:
@@ -155,6 +179,18 @@ class MemoryStore:
         with self._lock:
             c = self._get(code)
             return None if c is None else self._state(normalise_code(code), c)
+
+    def position(self, code: str) -> Position | None:
+        """The class's step, its revealed steps and its lesson's version (no lesson: a poll's cheap read)."""
+        with self._lock:
+            c = self._get(code)
+            return None if c is None else Position(normalise_code(code), c.step, frozenset(c.revealed), c.version)
+
+    def lesson(self, code: str) -> dict | None:
+        """The class's lesson (read once per class and version by an app; see `position`)."""
+        with self._lock:
+            c = self._get(code)
+            return None if c is None else c.lesson
 
     def join(self, code: str, student: str, name: str = "") -> bool:
         """Add `student` (or find them again after a reload); False for an unknown or expired code."""
@@ -234,7 +270,7 @@ class MemoryStore:
 
     @staticmethod
     def _state(code: str, c: _Class) -> ClassState:
-        return ClassState(code=code, lesson=c.lesson, step=c.step, revealed=frozenset(c.revealed))
+        return ClassState(code=code, lesson=c.lesson, step=c.step, revealed=frozenset(c.revealed), version=c.version)
 
     def _forget_idle(self) -> None:
         now = time.time()
@@ -293,7 +329,7 @@ class RedisStore:
             code = _new_code()
             k = self._keys(code)["class"]
             if self._redis.hsetnx(k, "lesson", json.dumps(lesson)):
-                self._redis.hset(k, mapping={"key_hash": _hash(key), "step": 0})
+                self._redis.hset(k, mapping={"key_hash": _hash(key), "step": 0, "version": lesson_version(lesson)})
                 self._redis.expire(k, IDLE_SECONDS)
                 return code, key
         raise TooMany("Could not find a free class code; try again.")
@@ -324,12 +360,26 @@ class RedisStore:
 
     def state(self, code: str) -> ClassState | None:
         k = self._keys(code)
-        fields = self._redis.hmget(k["class"], "lesson", "step")
+        fields = self._redis.hmget(k["class"], "lesson", "step", "version")
         if fields[0] is None:
             return None
         revealed = frozenset(int(s) for s in self._redis.smembers(k["revealed"]))
         return ClassState(code=normalise_code(code), lesson=json.loads(fields[0]), step=int(fields[1] or 0),
-                          revealed=revealed)
+                          revealed=revealed, version=fields[2] or "")
+
+    def position(self, code: str) -> Position | None:
+        k = self._keys(code)
+        pipe = self._redis.pipeline(transaction=False)             # one round trip
+        pipe.hmget(k["class"], "step", "version")
+        pipe.smembers(k["revealed"])
+        (step, version), revealed = pipe.execute()
+        if step is None:
+            return None
+        return Position(normalise_code(code), int(step), frozenset(int(s) for s in revealed), version or "")
+
+    def lesson(self, code: str) -> dict | None:
+        raw = self._redis.hget(self._keys(code)["class"], "lesson")
+        return None if raw is None else json.loads(raw)
 
     def join(self, code: str, student: str, name: str = "") -> bool:
         if not self._limiter.allow(student):

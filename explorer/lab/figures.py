@@ -58,7 +58,7 @@ def loss_chart(run, log_scale: bool = False, presenter: bool = False) -> alt.Lay
     tooltip = [alt.Tooltip("series:N"), alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4f")]
     base = alt.Chart(data).encode(x=alt.X("step:Q", title="step"), y=y, color=colour, tooltip=tooltip)
     chart = alt.layer(base.mark_line(), base.mark_point(filled=True, size=40).transform_filter(
-        alt.datum.series == "validation")).properties(title="Loss", height=int(320 * (1.3 if presenter else 1)))
+        alt.datum.series == "validation")).properties(title="Loss", height=int(320 * (1.15 if presenter else 1)))
     size = 20 if presenter else 13
     return chart.configure_axis(labelFontSize=size, titleFontSize=size).configure_title(fontSize=size + 2) \
         .configure_legend(labelFontSize=size)

@@ -284,6 +284,12 @@ def line_opacity(weight: float, chosen: bool) -> float:
     return LINE_OPACITY[chosen] * weight
 
 
+def who_lines_figure(v: View, layer: int, head: int, query: int) -> go.Figure:
+    """`lines_figure` of the view's sentence, built once per (model, sentence, layer, head, query): a class that
+    follows its teacher onto one view builds it once, not once per student."""
+    return memo.figure(lines_figure, v, layer, head, query)
+
+
 def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_weight: float = 0.01) -> go.Figure:
     """Who looks at whom: queries on the left, keys on the right, one line per weight, its width and opacity
     proportional to the weight (`line_width`, `line_opacity`).
