@@ -3,6 +3,7 @@ A knob left at its preset's value is not written; nonsense falls back to the pre
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st_
 
 from conftest import open_page, page_text
 from explorer import lessons as L
@@ -138,3 +139,21 @@ def test_walking_a_lesson_step_on_the_lab_opens_its_preset_with_its_knobs_over_i
     assert state["lab_preset"] == TALES and state["lab_n_layers"] == 3 and state["lab_lr"] == 0.0005
     assert state["lab_n_heads"] == PRESETS[TALES][1].model["n_heads"]     # the preset's, not the leftover
     assert state["lab_steps"] == PRESETS[TALES][1].train.steps             # a step count it does not offer: preset's
+
+
+LAB_VALUES = st_.one_of(st_.text(max_size=40), st_.integers(-10**12, 10**12).map(str),
+                        st_.floats(allow_nan=True, allow_infinity=True).map(repr),
+                        st_.sampled_from(["NaN", "-inf", "1e999", "", "0x10", "1_000", " 3 ", "True", "None", "2.0"]))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(fields=st_.dictionaries(st_.sampled_from(["preset", *link.KNOBS]), LAB_VALUES, max_size=6))
+def test_any_lab_link_opens_a_setup_the_knobs_offer_and_starts_nothing(fields):
+    at = open_page("training", **fields)
+    assert not at.exception, at.exception
+    state = at.session_state
+    assert state["lab_preset"] in PRESETS and not state["lab_runs"]
+    assert "lab_running" not in state or not state["lab_running"]     # a link never starts training
+    for name in link.KNOBS:                                           # every knob holds a value its widget offers
+        assert link.check(name, state[LAB.field(name)]) == state[LAB.field(name)], name
