@@ -15,6 +15,7 @@ it is computed from the model when the step is shown (`next_word_question`), so 
 """
 import base64
 import json
+import math
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +25,8 @@ import torch
 
 from model.checkpoint import Bundle
 
-from explorer.registry import BY_SLUG
+from explorer.lab import link as lab_link
+from explorer.registry import BY_SLUG, LAB
 from explorer.view import MAX_CHARS
 
 READY = Path(__file__).resolve().parents[1] / "lessons"       # the lessons that ship with the app
@@ -32,6 +34,7 @@ MAX_BYTES = 64_000
 MAX_STEPS = 60
 VIEW_FIELDS = {"model": str, "text": str, "layer": int, "head": int, "token": int}
 QUESTION_KINDS = ("next-word",)
+FIELD_CHARS = 300                 # a page field's value, at most (the lab's probe sentence is the longest)
 OPTIONS = 4                       # a next-word question offers the model's four likeliest words
 
 
@@ -126,8 +129,8 @@ def _step(raw, n: int) -> LessonStep:
     if not isinstance(fields, dict) or any(name not in dict(page.fields) for name in fields):
         raise LessonError(f"{where}: the {page.slug} page's fields are {', '.join(dict(page.fields)) or 'none'}.")
     for name, value in fields.items():
-        if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > 200:
-            raise LessonError(f"{where}: the field {name} should be short text or a number.")
+        if not _field_value(value) or len(str(value)) > FIELD_CHARS:
+            raise LessonError(f"{where}: the field {name} should be short text, a number or true/false.")
     question = raw.get("question")
     if question is not None:
         if not isinstance(question, dict) or question.get("kind") not in QUESTION_KINDS:
@@ -180,14 +183,21 @@ def next_word_question(bundle: Bundle, ids: list[int], position: int, prompt: st
                  probabilities={w: float(p) for w, p in zip(words, top.values)})
 
 
+def _field_value(value) -> bool:
+    """Whether `value` may be a page field's value in a lesson: text, a whole or finite number, or true/false (the
+    page checks it as it checks a link's)."""
+    return isinstance(value, (str, int, bool)) or (isinstance(value, float) and math.isfinite(value))
+
+
 def step_from_view(slug: str, view: dict, section_label: str | None, fields: dict) -> LessonStep:
     """A lesson step for the view a teacher is looking at: page `slug`, the view's values, the open tab (by its label,
     as the page shows it) and the page's own fields (by session key)."""
     page = BY_SLUG[slug]
     tab = next((name for name, label in page.tabs if label == section_label), None)
     by_key = {key: name for name, key in page.fields}
-    kept = {by_key[key]: value for key, value in fields.items()
-            if key in by_key and isinstance(value, (str, int)) and not isinstance(value, bool)}
+    kept = {by_key[key]: value for key, value in fields.items() if key in by_key and _field_value(value)}
+    if slug == LAB.slug:                    # the lab's preset and the knobs changed from it, as its link has them
+        kept = lab_link.in_link(kept)
     values = {k: v for k, v in view.items() if k in VIEW_FIELDS and isinstance(v, VIEW_FIELDS[k])
               and not isinstance(v, bool)}
     return LessonStep(page=slug, tab=tab, view=values, fields=kept)

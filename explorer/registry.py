@@ -88,9 +88,15 @@ STEPS = [
          fields=(("target", "why_target"), ("other", "why_other"), ("corrupted", "why_corrupted"),
                  ("decoder-position", "why_decoder_position"))),
 ]
+# The lab's setup knobs (its setup keys): a link names its preset and each knob changed from it, as "n-layers" for
+# n_layers (explorer/lab/link.py). The text a student trains on is not one: a link never carries it.
+LAB_KNOBS = ("task", "tokenizer", "probe", "n_layers", "n_heads", "d_model", "d_ff", "max_len", "pos", "norm",
+             "norm_position", "activation", "embed_scale", "optimizer", "lr", "batch_size", "warmup", "schedule",
+             "steps", "grad_clip", "label_smoothing", "weight_decay")
+_LAB_FIELDS = (("preset", "lab_preset"), *((knob.replace("_", "-"), f"lab_{knob}") for knob in LAB_KNOBS))
 LAB = Page("training", "Training lab", "pages/training.py", ":material/model_training:",
            "Train a small transformer live, watch it learn, then explore it.",
-           fields=(("preset", "lab_preset"),), linked=("preset",))
+           fields=_LAB_FIELDS, linked=tuple(name for name, _ in _LAB_FIELDS))
 DISCOVER = Page("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
                 "Skills hidden in the model, found by searching its heads: guess first, then see.",
                 fields=(("card", "discovery_card"),), linked=("card",))

@@ -90,6 +90,8 @@ if whatif.open:
         options = A.experiments(layer, head, search, query)
         if st.session_state.get("attention_whatif") not in options:     # opening the tab: a choice that shows
             st.session_state["attention_whatif"] = W.default_choice(search, options["chosen"], query)
+        else:         # a label may now name another choice (they follow the layer and token): say which one is on
+            st.session_state["attention_whatif"] = st.session_state["attention_whatif"]
         knobs, stage = beside_the_chart(v)
         choice = knobs.radio("Change the model", list(options), key="attention_whatif", horizontal=not v.presenter,
                              format_func=lambda key: A.experiment_label(key, options, search, query))

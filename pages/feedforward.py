@@ -93,6 +93,8 @@ if whatif.open:
         options = ff.choices(layer, search, token)
         if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows
             st.session_state["mlp_whatif"] = W.default_choice(search, ff.experiment(layer), token)
+        else:         # a label may now name another choice (they follow the layer and token): say which one is on
+            st.session_state["mlp_whatif"] = st.session_state["mlp_whatif"]
         choice = knobs.radio("Change the model", list(options), key="mlp_whatif", horizontal=not v.presenter,
                              format_func=lambda key: ff.choice_label(key, options, search, token))
         skipped = options[choice]

@@ -4,10 +4,10 @@ import streamlit as st
 from explorer.app import lab
 from explorer.lab.figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
                                   metrics_chart, same_task_runs, snapshot_caption, snapshot_chart)
-from explorer.app.layout import beside_the_chart, chart, explanation, page_header
+from explorer.app.layout import beside_the_chart, chart, explanation, page_header, step_nav
 from explorer.app.models import is_encoder_decoder
 from explorer.app.state import view
-from explorer.lab.training import (BOUNDS, CHOICES, PRESETS, TASK_ABOUT, TASKS, describe_difference,
+from explorer.lab.training import (BOUNDS, CHOICES, PRESETS, RANGES, TASK_ABOUT, TASKS, describe_difference,
                                divergence_explanation, length_caption, length_sentence, setting_words)
 
 explored = lab.take_explore_request()
@@ -35,6 +35,8 @@ with st.expander("1. Set up", icon=":material/tune:") if folded else st.containe
         st.text_area("Your text", key="lab_text", height=120, max_chars=lab.MAX_TEXT_CHARS,
                      placeholder="Paste a few paragraphs, a poem, song lyrics ...")
         st.file_uploader("... or upload a .txt file (up to 1 MB)", type=["txt"], key="lab_upload", max_upload_size=1)
+        st.caption("Your text stays in this browser tab: a link to this page carries the preset and the knobs, "
+                   "never the text.")
     st.text_input("Probe sentence", key="lab_probe", max_chars=300,
                   placeholder="empty: a sentence from the task (e.g. 'roses are red violets are blue')",
                   help="Its attention pattern is watched while the model learns; its first words start the samples.")
@@ -64,14 +66,14 @@ with st.expander("1. Set up", icon=":material/tune:") if folded else st.containe
         with optimizer:
             a, b, c = st.columns(3)
             a.selectbox("Optimizer", CHOICES["optimizer"], key="lab_optimizer", help="SGD uses momentum 0.9.")
-            a.number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lab_lr")
+            a.number_input("Learning rate", *RANGES["lr"], format="%.4f", key="lab_lr")
             a.number_input("Batch size", *BOUNDS["batch_size"], key="lab_batch_size")
-            b.number_input("Warmup steps", 0, 1000, key="lab_warmup")
+            b.number_input("Warmup steps", *RANGES["warmup"], key="lab_warmup")
             b.selectbox("Schedule", CHOICES["schedule"], key="lab_schedule")
             b.number_input("Step budget", *BOUNDS["steps"], key="lab_steps")
-            c.number_input("Gradient clipping (0 = off)", 0.0, 100.0, key="lab_grad_clip")
-            c.number_input("Label smoothing", 0.0, 0.9, key="lab_label_smoothing")
-            c.number_input("Weight decay", 0.0, 1.0, format="%.4f", key="lab_weight_decay",
+            c.number_input("Gradient clipping (0 = off)", *RANGES["grad_clip"], key="lab_grad_clip")
+            c.number_input("Label smoothing", *RANGES["label_smoothing"], key="lab_label_smoothing")
+            c.number_input("Weight decay", *RANGES["weight_decay"], format="%.4f", key="lab_weight_decay",
                            help="Shrinks every weight a little towards zero at each step. The encoder-decoder presets "
                                 "train without it (0).")
 
@@ -187,6 +189,7 @@ elif run is not None and run.divergence:
 right.file_uploader("Upload a model file", type=["safetensors"], key="lab_model_upload", on_change=lab.upload,
                     max_upload_size=50)
 st.caption(lab.SHARING)
+step_nav("training")
 
 
 @st.fragment(run_every=lab.tick_every() if lab.is_running() else None)

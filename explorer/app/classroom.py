@@ -125,8 +125,12 @@ def apply_pending() -> None:
     view = step.view
     apply_view(model=view.get("model"), text=view.get("text"), layer=view.get("layer"), head=view.get("head"),
                token=view.get("token"), sections={step.page: BY_SLUG[step.page].tab(step.tab)} if step.tab else None)
-    for key, value in step.state().items():
-        st.session_state[key] = value
+    page = BY_SLUG[step.page]
+    for name, value in step.fields.items():        # a field a link carries is checked as a link's is, when its page runs
+        if name in page.linked:
+            st.session_state.setdefault("_url_fields", {})[name] = value
+        else:
+            st.session_state[page.field(name)] = value
     st.session_state[GO] = BY_SLUG[step.page].file
 
 

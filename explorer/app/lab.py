@@ -12,6 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from model.checkpoint import from_bytes, to_bytes
 
 from explorer.app.state import apply_view
+from explorer.lab.link import MODEL_KEYS, TRAIN_KEYS
 from explorer.lab.training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, new_run, preset_hint
 
 TICK_EVERY = 0.6                 # seconds between live ticks of a short run (each computes about TICK_SECONDS)
@@ -51,10 +52,6 @@ SHARING = ("**To share a trained model** with a class, download its file: a link
            "lives only in the browser tab that trained it). Students upload the .safetensors file here, and the "
            "model appears in their model picker in the sidebar.")
 
-MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation",
-              "embed_scale")
-TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing",
-              "weight_decay")
 SETUP_WIDGETS = [f"lab_{k}" for k in ("preset", "task", "tokenizer", "text", "probe", *MODEL_KEYS, *TRAIN_KEYS)]
 
 
@@ -69,13 +66,12 @@ def _setup_to_widgets(setup: LabSetup) -> None:
 
 
 def init_setup_widgets() -> None:
-    """Give every setup widget its starting value (the first preset) once per session."""
-    linked = "lab_preset" in st.session_state.get("_from_link", set())       # a link named a preset
+    """Give every setup widget its starting value (the first preset) once per session. A link's (or a lesson's)
+    preset and knobs are already set (explorer.app.state._apply_link_fields)."""
     if st.session_state.get("lab_preset") not in PRESETS:
         st.session_state.pop("lab_preset", None)                            # not one of ours: the first
-    if "lab_preset" not in st.session_state or linked:
-        st.session_state.setdefault("lab_preset", next(iter(PRESETS)))
-        st.session_state.get("_from_link", set()).discard("lab_preset")
+    if "lab_preset" not in st.session_state:
+        st.session_state["lab_preset"] = next(iter(PRESETS))
         _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
     st.session_state.setdefault("lab_runs", [])
     st.session_state.setdefault("lab_messages", [])

@@ -14,7 +14,7 @@ from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
 from explorer.app import classroom
-from explorer.app.state import link_to, section_key, use_example
+from explorer.app.state import link_to, section_key, use_example, view_params
 from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
 from explorer.app.plotly_component import plotly_chart
@@ -229,8 +229,15 @@ def math_panel(slug: str, title: str = "Show the math"):
     return st.expander(title, icon=":material/calculate:", key=f"math_{slug}", on_change="rerun")
 
 
+LINK_CAPTIONS = {"": "This link reopens this page with the same model, sentence, layer, head and token.",
+                 "training": "This link reopens the lab on this preset with every knob you changed from it (never "
+                             "your own text, and it does not start training)."}
+
+
 def step_nav(slug: str) -> None:
-    """Previous / next step buttons, and a link that reopens exactly this view."""
+    """Previous / next step buttons, and a link that reopens exactly this view. The browser's URL becomes that link
+    too: the page may have set a field since the run began (a slider's first value, a link's value it refused)."""
+    st.query_params.from_dict({**view_params(), **classroom.url_params()})
     before, after = neighbours(slug)
     st.divider()
     # side by side on a wide screen; in presenter mode (large type) each on its own row, so neither is cut off
@@ -240,7 +247,7 @@ def step_nav(slug: str) -> None:
     if after:
         right.page_link(after.file, label=f"Next: {after.title}", icon=":material/arrow_forward:")
     with st.popover("Copy a link to this view", icon=":material/link:"):
-        st.caption("This link reopens this page with the same model, sentence, layer, head and token.")
+        st.caption(LINK_CAPTIONS.get(slug, LINK_CAPTIONS[""]))
         st.code(link_to(slug), language=None, wrap_lines=True)
         st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
                   icon=":material/playlist_add:",

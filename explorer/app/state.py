@@ -21,12 +21,14 @@ from explorer.app.models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_
                      label, model_names)
 from explorer.export import file_name as export_name
 from explorer.export import trace_npz
-from explorer.registry import BY_SLUG
+from explorer.lab import link as lab_link
+from explorer.registry import BY_SLUG, LAB
 from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
                    forecast_position, is_finite, model_key, quote, trace_is_finite)
 
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter", "high_contrast")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
+LINK_CHARS = 300       # a page field's value in a link, at most (the lab's probe sentence is the longest)
 READ_LIMIT = 64        # tokens a page shows at most (GPT-2 could read 1,024; 64 keeps every number on a screen)
 
 
@@ -100,7 +102,9 @@ def _load_url_once(notices: list[str]) -> None:
         if key in query:
             st.session_state[key] = query[key] in ("1", "true", "on")
     linked = {name for page in BY_SLUG.values() for name in page.linked}
-    st.session_state["_url_fields"] = {name: _link_value(query[name]) for name in linked if name in query}
+    # as text, checked when their page runs (_apply_link_fields); a lesson's step set on this run comes first
+    st.session_state["_url_fields"] = {**{name: str(query[name])[:LINK_CHARS] for name in linked if name in query},
+                                       **st.session_state.get("_url_fields", {})}
     if "section" in query:            # a tab label of this page; st.tabs ignores a label it does not have
         st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
 
@@ -204,22 +208,32 @@ def current_view() -> View:
         st.session_state["token"] = forecast_position(n_tokens)
     st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
-    _apply_link_fields()
+    _apply_link_fields(notices)
     st.query_params.from_dict(view_params())
     return view
 
 
-def _apply_link_fields() -> None:
-    """A link's values for this page's own fields (what-if, sampling settings), once, before the page draws them
-    (the page checks each against what it offers)."""
+def _apply_link_fields(notices: list[str]) -> None:
+    """A link's (or a lesson step's) values for this page's own fields (what-if, sampling settings, the lab's setup),
+    once, before the page draws them. The page checks each against what it offers; the lab's are checked here
+    (explorer/lab/link.py): its preset first, then each knob over it, a refused value falling back to the preset's."""
     waiting = st.session_state.get("_url_fields")
     page = BY_SLUG.get(st.session_state.get("_page") or "home")
     if not waiting or page is None:
         return
-    for name, key in page.linked_keys.items():
-        if name in waiting:
-            st.session_state[key] = waiting.pop(name)
-            st.session_state.setdefault("_from_link", set()).add(key)       # a page may act on it (the lab's preset)
+    mine = {name: waiting.pop(name) for name in page.linked_keys if name in waiting}
+    if not mine:
+        return
+    if page.slug != LAB.slug:
+        for name, value in mine.items():
+            st.session_state[page.field(name)] = _link_value(value)
+        return
+    fields, refused = lab_link.opened(mine, st.session_state.get(LAB.field("preset")))
+    for name, value in fields.items():
+        st.session_state[LAB.field(name)] = value
+    if refused:
+        notices.append(f"The link set the lab's {', '.join(refused)} to {'a value' if len(refused) == 1 else 'values'} "
+                       f"the lab does not offer, so the lab uses the '{fields['preset']}' preset's instead.")
 
 
 def model_text(view: View, notices: list[str]) -> str:
@@ -261,10 +275,12 @@ def view_params() -> dict[str, str]:
         if state.get(key):
             params[key] = "1"
     page = BY_SLUG.get(state.get("_page") or "home")
-    for name, key in (page.linked_keys if page else {}).items():
-        value = state.get(key)
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            params[name] = f"{value:g}" if isinstance(value, float) else str(value)
+    fields = {name: state.get(key) for name, key in (page.linked_keys if page else {}).items()}
+    if page is LAB:                         # its preset, and only the knobs changed from it
+        fields = lab_link.in_link(fields)
+    for name, value in fields.items():
+        if isinstance(value, (str, int, float)):
+            params[name] = lab_link.as_text(value)
     section = state.get(section_key(state.get("_page", "")))
     if isinstance(section, str):
         params["section"] = section

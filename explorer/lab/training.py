@@ -57,6 +57,9 @@ clock = time.monotonic           # wall clock of the time estimate (tests replac
 _LAB_SIZES = dict(n_layers=(1, 4), n_heads=(1, 8), d_model=(8, 128), d_ff=(8, 512), max_len=(4, 64))
 BOUNDS = {**{name: (low, min(high, LIMITS[name])) for name, (low, high) in _LAB_SIZES.items()},
           "batch_size": (1, 64), "steps": (1, 5000)}
+# Every number knob's range on the lab page (a link's value outside it falls back to the preset's: explorer/lab/link.py)
+RANGES = {**BOUNDS, "warmup": (0, 1000), "lr": (1e-5, 1.0), "grad_clip": (0.0, 100.0), "label_smoothing": (0.0, 0.9),
+          "weight_decay": (0.0, 1.0)}
 CHOICES = dict(pos=POS_KINDS, norm=NORM_KINDS, norm_position=NORM_POSITIONS,
                activation=tuple(a for a in ACTIVATIONS if a != "gelu_tanh"),      # GELU's approximation: GPT-2's
                optimizer=OPTIMIZERS, schedule=SCHEDULES, tokenizer=tuple(TOKENIZERS))
