@@ -70,8 +70,8 @@ def init_setup_widgets() -> None:
     preset and knobs are already set (explorer.app.state._apply_link_fields)."""
     if st.session_state.get("lab_preset") not in PRESETS:
         st.session_state.pop("lab_preset", None)                            # not one of ours: the first
-    if "lab_preset" not in st.session_state:
-        st.session_state["lab_preset"] = next(iter(PRESETS))
+    st.session_state.setdefault("lab_preset", next(iter(PRESETS)))
+    if any(f"lab_{key}" not in st.session_state for key in (*MODEL_KEYS, *TRAIN_KEYS)):   # a preset without its knobs
         _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
     st.session_state.setdefault("lab_runs", [])
     st.session_state.setdefault("lab_messages", [])
