@@ -2,6 +2,7 @@
 control of a page in a sensible order, each shows a focus ring of at least 3:1 against its background (WCAG 2.1
 1.4.11, computed from the browser's computed styles), and tabs, pickers and toggles work from the keyboard."""
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
@@ -45,6 +46,11 @@ def tab_through(page, most: int = 120) -> list[dict]:
     for _ in range(most):
         page.keyboard.press("Tab")
         page.evaluate(NEXT_FRAME)                 # the focus styles are drawn (a busy machine may lag a frame)
+        try:                                      # ... or several: wait for a ring, and measure what is there
+            page.wait_for_function(f"() => {{ const f = ({FOCUSED})(); return !f || !f.shown || f.ring; }}",
+                                   timeout=2000)
+        except PlaywrightTimeout:
+            pass
         focused = page.evaluate(FOCUSED)
         if focused is None:
             continue
