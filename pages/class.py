@@ -41,7 +41,7 @@ if role == "teacher":
     code = st.session_state[C.CODE]
     link = C.join_link(code)
     st.subheader("Your class is open")
-    left, right = st.columns([3, 2]) if not v.presenter else (st.container(), st.container())
+    left, right = st.columns([3, 2] if not v.presenter else [1, 1])     # the QR code beside the code, on one screen
     with left:
         st.markdown("Students open the app and join with this code:")
         st.markdown(f"# {code}")                      # letters and digits only (store.CODE_ALPHABET)
@@ -49,13 +49,13 @@ if role == "teacher":
         st.code(link, language=None, wrap_lines=True)
     buffer = io.BytesIO()
     segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
-    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=420 if v.presenter else 260)
+    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260)
     store = C.store()
     names = store.names(code)
     st.markdown(f"**{store.present(code)}** students present" + (": " + ", ".join(escape(n) for n in names)
                                                                 if names else "."))
-    st.caption("Move the class with Next and Previous in the sidebar, on any page. Keep this browser tab open: "
-               "the teacher key lives only in it.")
+    st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
+               "tab open: the teacher key lives only in it.")
     st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
 elif role == "student":
     st.success(f"You are in class {st.session_state[C.CODE]}. The class box in the sidebar follows the teacher.",
