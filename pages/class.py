@@ -58,11 +58,11 @@ if role == "teacher":
                "tab open: the teacher key lives only in it.")
     st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
 elif role == "student":
-    st.success(f"You are in class {st.session_state[C.CODE]}. The class box in the sidebar follows the teacher.",
+    st.success(f"You are in class {st.session_state[C.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")
     st.button("Leave the class", key="class_leave_page", on_click=C.leave, icon=":material/logout:")
 elif role == "alone":
-    st.info("You are walking a lesson: Next and Previous are in the sidebar.", icon=":material/school:")
+    st.info("You are walking a lesson: Next and Previous are in the box at the top of every page.", icon=":material/school:")
     st.button("Stop the lesson", key="class_stop_page", on_click=C.leave, icon=":material/close:")
 else:
     # in presenter mode (a teacher at the projector) leading comes first, one box above the other

@@ -4,14 +4,19 @@ import streamlit as st
 from explorer.steps import encoder_decoder as S
 from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
                              sections, step_nav)
-from explorer.app.models import is_encoder_decoder
+from explorer.app.models import BUNDLED_SEQ2SEQ, is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
 from explorer.app.state import apply_view, view
+from explorer.view import EXAMPLES, quote
 
 v = view()
 page_header(S.SLUG, v)
 if not is_encoder_decoder(v.bundle):
     st.info(S.NOT_HERE, icon=":material/translate:")
+    with st.container(horizontal=True):          # in the main area too: presenter mode starts with the sidebar closed
+        for name in BUNDLED_SEQ2SEQ:
+            st.button(f"Open {name}: {quote(EXAMPLES[name])}", key=f"open_{name}", icon=":material/translate:",
+                      on_click=apply_view, kwargs=dict(model=name, text=EXAMPLES[name]))
     st.stop()
 explanation(v, S.intro(v))
 check = source_check(v)

@@ -87,6 +87,10 @@ def test_walk_through_pages_point_an_encoder_decoder_to_its_page(slug):         
 def test_the_page_asks_for_an_encoder_decoder_and_hostile_sources_stay_text():
     at = open_page("encoder-decoder")                                          # tinytales
     assert not at.exception and "Pick **sort** or **translate**" in page_text(at)
+    at.button(key="open_sort").click().run()          # the main area offers both (a projector's sidebar is closed)
+    assert not at.exception and at.session_state["model"] == "sort" and at.session_state["text"] == "7 3 9 1 5 2"
+    assert plotly_figures(at) and "Pick **sort**" not in page_text(at)
+    at = open_page("encoder-decoder")
     at = open_page("encoder-decoder", model="translate", text="<script>alert(1)</script> the cat 東京")
     assert not at.exception
     assert not any("<script>" in str(m.value) and m.proto.allow_html for m in at.markdown)

@@ -8,7 +8,8 @@ revealed steps and its lesson's version: the lesson itself is parsed once per cl
 moves, a following student's fragment sets the step as pending and asks for ONE full run: `st.switch_page` to the
 step's page (or a rerun of the app when the page stays), whose top sets the step's view before the sidebar is drawn.
 A full run that finds the teacher moved (a student's click, or AppTest, whose `run_every` never ticks) follows at
-its top instead (`follow`), then switches page (`switch_if_moved`).
+its top instead (`follow`), then switches page (`switch_if_moved`). The teacher's Previous and Next (and a lone
+walker's) are drawn in the full run, outside the poll: a press is one run, and the buttons never depend on a timer.
 """
 import json
 import secrets
@@ -308,15 +309,25 @@ def class_box(name: str, text: str) -> None:
     if role() is None:
         return
     with st.container(border=True, key="class_box"):
+        if role() == "alone":
+            _alone()                       # nothing to poll
+            return
+        if role() == "teacher":
+            _teacher_row()                 # in the full run: the teacher's Next never waits on, or goes with, a poll
         _box(name, text)
+
+
+def _teacher_row() -> None:
+    found = current(st.session_state[CODE])
+    if found is not None:                  # (an ended class: the poll below says so)
+        state, lesson_ = found
+        _step_row(f"**Class {st.session_state[CODE]}** · step {state.step + 1} of {len(lesson_.steps)}",
+                  lesson_.steps[state.step].note, state.step, len(lesson_.steps))
 
 
 @st.fragment(run_every=POLL_SECONDS)
 def _box(name: str, text: str) -> None:
-    if role() not in ("teacher", "student", "alone"):
-        return
-    if role() == "alone":
-        _alone()
+    if role() not in ("teacher", "student"):
         return
     code = st.session_state[CODE]
     found = current(code)
@@ -350,7 +361,8 @@ def _alone() -> None:
 
 def _step_row(title: str, note: str, index: int, count: int) -> None:
     """One row: where the lesson is (and the step's note for the teacher), then Previous and Next (a short row,
-    so on a projector the page's chart keeps the first screen)."""
+    so on a projector the page's chart keeps the first screen). Drawn in the full run: a press sets the step as
+    pending (`_move`) and the run it starts shows it (`apply_pending`, `switch_if_moved`)."""
     words, left, right = st.columns([4, 1, 1], vertical_alignment="center")
     words.markdown(title)
     if note:
@@ -359,13 +371,11 @@ def _step_row(title: str, note: str, index: int, count: int) -> None:
                 icon=":material/arrow_back:", width="stretch")
     right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
                  icon=":material/arrow_forward:", width="stretch", type="primary")
-    open_pending()                       # Next or Previous was pressed (this fragment's rerun): open the step
 
 
 def _teacher(code, lesson_, state, step, name, text) -> None:
+    """The teacher's live part, polled: who is present, the tally as answers come in, Reveal."""
     s = store()
-    _step_row(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}", step.note, state.step,
-              len(lesson_.steps))
     present = s.present(code)
     asked_ = asked(step, name, text)
     if asked_ is None:

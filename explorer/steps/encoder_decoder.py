@@ -27,7 +27,7 @@ from explorer.view import View, quote
 SLUG = "encoder-decoder"
 SECTIONS = BY_SLUG["encoder-decoder"].labels           # the tabs, named in explorer/registry.py
 NOT_HERE = ("This page shows an encoder-decoder (the 2017 transformer: a source in, a target out). Pick "
-            "**sort** or **translate** in the sidebar's model picker.")
+            "**sort** or **translate** below or in the sidebar's model picker.")
 
 INTRO = """\
 The original transformer ("Attention Is All You Need", 2017) has two halves. The **encoder** reads the whole
