@@ -481,7 +481,8 @@ def sharpness_figure(bundle: Bundle, layer: int, head: int, presenter: bool = Fa
     ids = bundle.tokenizer.encode(PRONOUN_SENTENCE)
     model = bundle.model
     panels = [("as trained", model.run(ids)), ("without √K", model.run(ids, edits=edits.remove_scaling(model.cfg)))]
-    names = [safe(t) for t in labels([bundle.tokenizer.vocab[i] for i in ids])]
+    vocab = bundle.tokenizer.vocab
+    names = [safe(t) for t in labels([vocab[i] for i in ids])]
     layout = dict(title=f"Layer {layer} head {head}: as trained and without √K", annotations=[],
                   coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1, colorbar=dict(
                       title=dict(text="weight"), orientation="h", y=-0.08, yanchor="top", thickness=12)))

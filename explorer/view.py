@@ -86,8 +86,11 @@ class View:
         """What the model read at each position: the token's text, `<unk>` for a word it does not know."""
         if not self.prepared:
             return []
+        pieces = self.prepared.pieces
+        if not any(p.unknown for p in pieces):       # (the vocabulary is a copy: GPT-2's has 50,257 entries)
+            return [p.text for p in pieces]
         vocab = self.bundle.tokenizer.vocab
-        return [vocab[p.id] if p.unknown else p.text for p in self.prepared.pieces]
+        return [vocab[p.id] if p.unknown else p.text for p in pieces]
 
     @property
     def typed(self) -> list[str]:

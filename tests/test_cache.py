@@ -169,3 +169,48 @@ def test_many_visitors_asking_for_one_trace_at_once_compute_it_once():
     with pytest.raises(RuntimeError):
         store.get("broken", broken)
     assert store.get("broken", lambda: TINY.model.run([1]))[1]          # a failure is not kept; nobody waits on it
+
+
+def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time():
+    """explorer.app.layout.chart turns a figure into the chart's JSON and sentence: once per figure from the shared
+    figure cache (a class of 30 on one view pays once), every time for a figure built in the run."""
+    import gc
+
+    import plotly.graph_objects as go
+
+    from explorer.app import layout
+    from explorer.chart_text import describe
+    from explorer.steps import attention as A
+
+    v = view_of(TINY, "the cat sat on the mat because")
+    shared = A.head_figure(v, 1, 2, "pattern")
+    assert shared is A.head_figure(v, 1, 2, "pattern") and shared._shared       # from the figure cache
+    made = []
+
+    def json_in(fig, theme):
+        return layout.once_per_figure(fig, ("json", theme), lambda: made.append(theme) or layout.figure_json(
+            fig, layout.template_json(*theme)))
+
+    light = json_in(shared, ("light", False))
+    assert json_in(shared, ("light", False)) is light and made == [("light", False)]          # made once
+    dark = json_in(shared, ("dark", True))
+    assert made == [("light", False), ("dark", True)] and dark != light                     # per theme
+    assert light == layout.figure_json(shared, layout.template_json("light", False))         # as made afresh
+    said = layout.once_per_figure(shared, ("label", None), lambda: describe(shared, None))
+    assert said.startswith("Attention pattern of layer 1 head 2") and said == describe(shared, None)
+
+    fresh = go.Figure(go.Bar(x=["a"], y=[1.0]))                                  # built in the run: not remembered
+    json_in(fresh, ("light", False)), json_in(fresh, ("light", False))
+    assert made[-2:] == [("light", False), ("light", False)]
+
+    gone = go.Figure(go.Bar(x=["a"], y=[1.0]))
+    gone._shared = True
+    json_in(gone, ("light", False))
+    address = id(gone)
+    del gone
+    gc.collect()
+    again = go.Figure(go.Bar(x=["b"], y=[2.0]))      # may get the freed figure's id: must not get its JSON
+    again._shared = True
+    if id(again) == address:
+        assert '"b"' in json_in(again, ("light", False))
+    assert '"b"' in json_in(again, ("light", False)) and made[-1] == ("light", False)

@@ -101,7 +101,10 @@ def trace(view: View, experiment: Experiment | None = None, ids=None) -> Trace:
 
 @st.cache_resource(max_entries=256, show_spinner=False)
 def _figure(builder: str, key: str, ids: tuple, tokens: tuple, presenter: bool, args: tuple, _build: Callable):
-    return _build()
+    built = _build()
+    if hasattr(built, "to_plotly_json"):
+        built._shared = True           # shared by every visitor and never changed: drawn once (layout.chart)
+    return built
 
 
 def _hashable(value):

@@ -6,8 +6,12 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 import contextlib
 import functools
 import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 
 import pandas as pd
+import plotly.io as pio
 import streamlit as st
 
 from model.scope import scope_of
@@ -123,9 +127,9 @@ def chart_config(fig=None, key: str | None = None) -> dict:
                 "width": 1920, "height": max(1080, round(height * 1.5)), "scale": 1}}
 
 
-def chart_template():
-    """The charts' template for the theme the visitor's browser shows, and the sidebar's high-contrast choice."""
-    return template_json(st.context.theme.type, bool(st.session_state.get("high_contrast", False)))
+def chart_theme() -> tuple[str | None, bool]:
+    """The theme the visitor's browser shows, and the sidebar's high-contrast choice."""
+    return st.context.theme.type, bool(st.session_state.get("high_contrast", False))
 
 
 @functools.cache
@@ -140,14 +144,49 @@ def chart(fig, where=st, *, key: str, description: str | None = None, clickable:
     computed from its data (`description` when the page knows a better one), and "Show as a table" under it
     lists its numbers (computed only while open). `fig` is not changed (it may be a cached figure). With
     `clickable`, returns the point a click on the chart just chose (see `plotly_component.plotly_chart`)."""
-    figure = fig.to_dict()
-    figure["layout"]["template"] = chart_template()
-    clicked = plotly_chart(figure, key, chart_config(fig, key), describe(fig, description), where, clickable,
+    theme = chart_theme()
+    figure = once_per_figure(fig, ("json", theme), lambda: figure_json(fig, template_json(*theme)))
+    label = once_per_figure(fig, ("label", description), lambda: describe(fig, description))
+    clicked = plotly_chart(figure, key, chart_config(fig, key), label, where, clickable,
                            screen=bool(st.session_state.get("presenter")))
-    if has_tables(fig):
+    if once_per_figure(fig, ("tables",), lambda: has_tables(fig)):
         with contextlib.nullcontext() if where is st else where:
             table_panel(fig, key)
     return clicked
+
+
+def figure_json(fig, template: dict) -> str:
+    """`fig` as the chart component reads it: its JSON, in `template` (`fig` is not changed)."""
+    figure = fig.to_dict()
+    figure["layout"]["template"] = template
+    return pio.to_json(figure, validate=False)
+
+
+_DRAWN: OrderedDict[int, tuple[weakref.ref, dict]] = OrderedDict()    # id(figure) -> (the figure, what was made of it)
+_DRAWN_LOCK = threading.Lock()
+DRAWN_MAX = 256                        # figures remembered (the figure cache holds as many)
+
+
+def once_per_figure(fig, what: tuple, make: Callable):
+    """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.figure`: shared by
+    every visitor and never changed), so many visitors on one view (a class) pay for its JSON and its sentence
+    once; any other figure, every time."""
+    if not getattr(fig, "_shared", False):
+        return make()
+    with _DRAWN_LOCK:
+        ref, made = _DRAWN.get(id(fig), (None, None))
+        if ref is None or ref() is not fig:         # new, or another figure that got a freed figure's id
+            made = {}
+            _DRAWN[id(fig)] = (weakref.ref(fig), made)
+            while len(_DRAWN) > DRAWN_MAX:
+                _DRAWN.popitem(last=False)
+        _DRAWN.move_to_end(id(fig))
+        if what in made:
+            return made[what]
+    value = make()
+    with _DRAWN_LOCK:
+        made[what] = value
+    return value
 
 
 def table_panel(fig, key: str) -> None:

@@ -24,6 +24,7 @@ Last-Modified (heuristic freshness, RFC 9111 4.2.2), so later visits load it fro
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -486,18 +487,20 @@ _component = st.components.v2.component("explorer_plotly", js=JS.replace("PLOTLY
                                          html="", isolate_styles=False)
 
 
-def plotly_chart(figure: dict, key: str, config: dict, label: str, where=st, clickable: bool = False,
+def plotly_chart(figure: dict | str, key: str, config: dict, label: str, where=st, clickable: bool = False,
                  screen: bool = False) -> dict | None:
-    """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`) in `where` (a container, a column; by default where
+    """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`, or its JSON) in `where` (a container, a column; by default where
     the page is) as the chart named `key`, announced to a screen reader as `label`: the same key on the next run
     updates the same chart in place. With `clickable`, returns the point a click just chose ({"x", "y", "curve",
     "point", "customdata"}) on the run that click starts, else None. With `screen` (presenter mode), a chart taller
     than the room left below its top on the first screen is drawn lower, so the whole of it shows without scrolling."""
     if not provide_plotly_js():
-        where.plotly_chart(figure, config=config, key=f"chart_{key}", alt=label, theme=None)
+        where.plotly_chart(json.loads(figure) if isinstance(figure, str) else figure, config=config,
+                           key=f"chart_{key}", alt=label, theme=None)
         return None
+    figure = figure if isinstance(figure, str) else pio.to_json(figure, validate=False)
     with contextlib.nullcontext() if where is st else where:
-        result = _component(data={"figure": pio.to_json(figure, validate=False), "config": config, "label": label,
+        result = _component(data={"figure": figure, "config": config, "label": label,
                                   "clickable": clickable, "screen": screen},
                             key=f"chart_{key}", **({"on_click_change": lambda: None} if clickable else {}))
     return getattr(result, "click", None) if clickable else None

@@ -132,7 +132,8 @@ def _encoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
 
 def _decoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
     patterns = trace[f"decoder.blocks.{layer}.attn.pattern"][0].double().numpy()                # (H, T, T)
-    reads = labels([v.bundle.tokenizer.vocab[i] for i in trace["target"][0].tolist()])
+    vocab = v.bundle.tokenizer.vocab
+    reads = labels([vocab[i] for i in trace["target"][0].tolist()])
     T = patterns.shape[-1]
     return heads_figure(patterns, row_labels(v, trace), reads,
                         f"Decoder self-attention, layer {layer}: masked, each step sees only what is written",
