@@ -214,3 +214,21 @@ def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time
     if id(again) == address:
         assert '"b"' in json_in(again, ("light", False))
     assert '"b"' in json_in(again, ("light", False)) and made[-1] == ("light", False)
+
+
+def test_remembered_drawings_stay_within_their_budget_least_recent_dropped_first(monkeypatch):
+    import plotly.graph_objects as go
+
+    from explorer.app import layout
+
+    monkeypatch.setattr(layout, "_DRAWN", layout.OrderedDict())
+    monkeypatch.setattr(layout, "DRAWN_CHARS", 25_000)
+    figures = []
+    for n in range(5):
+        fig = go.Figure(go.Bar(x=list(range(1000)), y=[float(n)] * 1000))
+        fig._shared = True
+        figures.append(fig)
+        layout.once_per_figure(fig, ("json",), lambda fig=fig: layout.figure_json(fig, {}))
+    kept = [f for f in figures if id(f) in layout._DRAWN]
+    chars = sum(len(v) for _, made in layout._DRAWN.values() for v in made.values())
+    assert chars <= 25_000 and kept == figures[-len(kept):] and 1 <= len(kept) < 5     # the newest kept

@@ -164,7 +164,8 @@ def figure_json(fig, template: dict) -> str:
 
 _DRAWN: OrderedDict[int, tuple[weakref.ref, dict]] = OrderedDict()    # id(figure) -> (the figure, what was made of it)
 _DRAWN_LOCK = threading.Lock()
-DRAWN_MAX = 256                        # figures remembered (the figure cache holds as many)
+DRAWN_MAX = 256                        # figures remembered (the figure cache holds as many) ...
+DRAWN_CHARS = 16_000_000               # ... and at most this much of their JSON, least recently drawn dropped first
 
 
 def once_per_figure(fig, what: tuple, make: Callable):
@@ -178,15 +179,22 @@ def once_per_figure(fig, what: tuple, make: Callable):
         if ref is None or ref() is not fig:         # new, or another figure that got a freed figure's id
             made = {}
             _DRAWN[id(fig)] = (weakref.ref(fig), made)
-            while len(_DRAWN) > DRAWN_MAX:
-                _DRAWN.popitem(last=False)
         _DRAWN.move_to_end(id(fig))
         if what in made:
             return made[what]
     value = make()
     with _DRAWN_LOCK:
         made[what] = value
+        _forget_least_recent()
     return value
+
+
+def _forget_least_recent() -> None:
+    """Drop the least recently drawn figures past DRAWN_MAX figures or DRAWN_CHARS of JSON (hold _DRAWN_LOCK)."""
+    chars = sum(len(v) for _, made in _DRAWN.values() for v in made.values() if isinstance(v, str))
+    while len(_DRAWN) > 1 and (len(_DRAWN) > DRAWN_MAX or chars > DRAWN_CHARS):
+        _, (_, made) = _DRAWN.popitem(last=False)
+        chars -= sum(len(v) for v in made.values() if isinstance(v, str))
 
 
 def table_panel(fig, key: str) -> None:
