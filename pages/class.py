@@ -49,14 +49,19 @@ if role == "teacher":
         st.code(link, language=None, wrap_lines=True)
     buffer = io.BytesIO()
     segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
-    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260)
+    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260,
+                alt=f"QR code of the link to class {code}: {link}")
     store = C.store()
     names = store.names(code)
     st.markdown(f"**{store.present(code)}** students present" + (": " + ", ".join(escape(n) for n in names)
                                                                 if names else "."))
     st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
                "tab open: the teacher key lives only in it.")
-    st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
+    with st.container(horizontal=True):
+        st.button("Show the class's step", key="class_show_step", on_click=C.show_class_step, type="primary",
+                  icon=":material/arrow_forward:", help="Students who joined already see it; come back here with "
+                  "“Show the join code” in the class box.")
+        st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
 elif role == "student":
     st.success(f"You are in class {st.session_state[C.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")

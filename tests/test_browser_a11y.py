@@ -153,3 +153,47 @@ def test_tab_labels_and_primary_buttons_read_at_4_5_to_1_where_axe_cannot_tell(t
     assert len(tabs) == len(BY_SLUG["attention"].labels)
     weak = [t for t in buttons + tabs if t["contrast"] < 4.5]
     assert not weak, weak
+
+
+def test_a_live_class_has_no_wcag_violation_for_the_teacher_or_a_student(chromium, app_url):
+    """The teacher's open class (code, link, QR code, class box) on a projector, then a student's phone on a step
+    with a question, answered and revealed; light and dark."""
+    import re
+
+    from explorer import lessons as L
+
+    lesson = L.ready_lessons()["attention-in-ten-minutes"]
+    question = next(n for n, s in enumerate(lesson.steps) if s.question)
+    teacher_context = chromium.new_context(viewport={"width": 1366, "height": 768})
+    student_context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    found: list[str] = []
+    try:
+        teacher = teacher_context.new_page()
+        open_view(teacher, app_url, "class", presenter=1)
+        teacher.get_by_role("button", name="Start a class").click()
+        box = teacher.locator(".st-key-class_box")
+        box.get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first.wait_for()
+        code = re.search(r"Class ([A-Z0-9]{6})", box.inner_text())[1]
+        teacher.get_by_text(f"QR code of the link to class {code}", exact=True).wait_for()      # its caption
+        check_all_schemes(teacher, "class, teacher, presenter", found)
+        student = student_context.new_page()
+        open_view(student, app_url, "class", join=code)
+        student.get_by_role("button", name="Join").click()
+        student.locator(".st-key-class_box").get_by_text(f"Class {code}").wait_for()
+        for n in range(question):
+            box.get_by_role("button", name="Next").click()
+            box.get_by_text(f"step {n + 2} of {len(lesson.steps)}").wait_for()
+        student_box = student.locator(".st-key-class_box")
+        student_box.get_by_test_id("stRadioGroup").locator("label").first.click()
+        student_box.get_by_role("button", name="Send my answer").click()
+        student_box.get_by_text("You can change it until the teacher reveals").wait_for()
+        check_all_schemes(student, "class, student, phone, answered", found)
+        box.get_by_text("1 of 1").wait_for()
+        check_all_schemes(teacher, "class, teacher, presenter, tally", found)
+        box.get_by_role("button", name="Reveal the answer").click()
+        student_box.get_by_text("The model's answer:").wait_for()
+        check_all_schemes(student, "class, student, phone, revealed", found)
+    finally:
+        teacher_context.close()
+        student_context.close()
+    assert not found, report(found)

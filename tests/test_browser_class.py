@@ -25,6 +25,8 @@ def test_a_teacher_leads_three_students_who_follow_answer_and_see_the_reveal(chr
         code_text = sidebar(teacher).get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
         expect(code_text).to_be_visible()
         code = re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
+        qr = teacher.get_by_role("img", name=re.compile(rf"^QR code of the link to class {code}: http"))
+        expect(qr).to_be_visible()                       # the code's QR code stays up while the room joins
         students = []
         for name in ("Ada", "<b>Bob</b>", ""):
             page = student_context.new_page()          # one profile, a session per tab

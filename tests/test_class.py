@@ -9,6 +9,7 @@ from explorer import lessons as L
 from explorer.app import classroom as C
 from explorer.classroom.store import WrongKey
 from explorer.registry import BY_SLUG
+from explorer.view import escape
 from model.checkpoint import load_bundled
 
 LESSON = L.ready_lessons()["attention-in-ten-minutes"]
@@ -46,13 +47,20 @@ def student(code: str, name: str = "") -> AppTest:
 def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous():
     t = teacher()
     code = t.session_state[C.CODE]
-    assert on_page(t) == LESSON.steps[0].page
+    assert on_page(t) == "class"                       # the code, its link and QR code stay up while the room joins
+    assert any(m.value == f"# {code}" for m in t.markdown) and len(t.get("image")) == 1
+    assert C.join_link(code) in [c.value for c in t.code]
     students = [student(code, name) for name in ("Ada", "<b>Bob</b>", "")]
     for s in students:
         assert not s.exception and s.session_state[C.ROLE] == "student" and on_page(s) == LESSON.steps[0].page
         assert s.query_params["join"] == code and s.query_params["seat"]          # a reload finds the seat
         assert C.KEY not in s.session_state                                          # no teacher key
     assert C.store().names(code) == ["<b>Bob</b>", "Ada"] and C.store().present(code) == 3
+    t.run()
+    assert f"**3** students present: {escape('<b>Bob</b>')}, Ada" in page_text(t)       # names as plain text
+    t.button(key="class_show_step").click().run()
+    assert not t.exception and on_page(t) == LESSON.steps[0].page and C.store().state(code).step == 0
+    assert "Show the join code and QR code" in [link.proto.label for link in t.get("page_link")]   # for latecomers
     t.button(key="class_next").click().run()
     step = LESSON.steps[1]
     assert on_page(t) == step.page and t.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
@@ -212,7 +220,8 @@ def test_a_teacher_builds_a_lesson_from_the_views_they_visit_edits_it_and_shares
 def test_presenter_mode_and_high_contrast_stay_on_when_a_teacher_starts_a_class_and_moves_it():
     at = class_page(presenter="1", high_contrast="1")
     at.selectbox(key="class_lesson").set_value("attention-in-ten-minutes").run()
-    at.button(key="class_start").click().run()                  # the first step opens on another page
+    at.button(key="class_start").click().run()                  # the code and QR code, on the class page
+    at.button(key="class_show_step").click().run()              # the first step opens on another page
     assert not at.exception and on_page(at) == LESSON.steps[0].page
     assert at.toggle(key="presenter").value is True and at.toggle(key="high_contrast").value is True
     at.button(key="class_next").click().run()

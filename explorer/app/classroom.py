@@ -147,7 +147,8 @@ def switch_if_moved(current_page: str) -> None:
 
 
 def start(lesson_json: str, teach: bool) -> None:
-    """Start a class on this lesson (teach) or walk it alone; either way open its first step."""
+    """Start a class on this lesson (teach: the class page keeps showing its code, link and QR code while the room
+    joins; `show_class_step` opens the step) or walk it alone (its first step opens)."""
     lesson_ = parse(lesson_json)
     st.session_state[LESSON] = lesson_json
     if teach:
@@ -155,7 +156,14 @@ def start(lesson_json: str, teach: bool) -> None:
         st.session_state.update({ROLE: "teacher", CODE: code, KEY: key})
     else:
         st.session_state.update({ROLE: "alone"})
-    go_to(lesson_.steps[0], 0)
+        go_to(lesson_.steps[0], 0)
+
+
+def show_class_step() -> None:
+    """The teacher leaves the join code for the step the class is on (a callback)."""
+    found = current(st.session_state.get(CODE, ""))
+    if found is not None:
+        go_to(found[1].steps[found[0].step], found[0].step)
 
 
 def json_of(lesson_: Lesson) -> dict:
@@ -367,6 +375,8 @@ def _step_row(title: str, note: str, index: int, count: int) -> None:
     words.markdown(title)
     if note:
         words.caption(escape(note))
+    if role() == "teacher" and st.session_state.get("_page") != "class":      # for latecomers
+        words.page_link(BY_SLUG["class"].file, label="Show the join code and QR code", icon=":material/qr_code_2:")
     left.button("Previous", key="class_previous", on_click=_move, args=(index - 1,), disabled=index == 0,
                 icon=":material/arrow_back:", width="stretch")
     right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
