@@ -33,6 +33,7 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
         for page in trainers:
             open_view(page, app_url, "training")
             page.get_by_role("button", name="Start", exact=True).click()
+            expect(page.locator("[data-testid='stProgress']")).to_be_visible(timeout=60_000)   # Start reached it
         sentences = [f"the cats sat on the mat because they were {w}" for w in WORDS]
         for page, sentence in zip(visitors, sentences):        # ten requests in flight together
             page.goto(f"{app_url}/prediction?text={sentence.replace(' ', '+')}&token=9",   # the last word
@@ -46,7 +47,11 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             assert page.locator("[data-testid='stException']").count() == 0
         for page in trainers:
             page.bring_to_front()
-            expect(page.locator("[data-testid='stProgress']")).to_contain_text("done", timeout=90_000)
+            try:
+                expect(page.locator("[data-testid='stProgress']")).to_contain_text("done", timeout=90_000)
+            except AssertionError as failed:                           # say what the trainer's page shows
+                shown = page.get_by_test_id("stMain").inner_text()[:1500]
+                raise AssertionError(f"{failed}\nThe training page shows:\n{shown}") from None
             assert page.locator("[data-testid='stProgress']").inner_text().startswith("run 1:")
             assert page.locator("[data-testid='stException']").count() == 0
         assert bundled_probabilities(visitors[1], app_url) == before     # the shared model never changed
