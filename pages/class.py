@@ -60,7 +60,7 @@ if role == "teacher":
     with st.container(horizontal=True):
         st.button("Show the class's step", key="class_show_step", on_click=C.show_class_step, type="primary",
                   icon=":material/arrow_forward:", help="Students who joined already see it; come back here with "
-                  "“Show the join code” in the class box.")
+                  "“Show the join code and QR code” in the class box.")
         st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
 elif role == "student":
     st.success(f"You are in class {st.session_state[C.CODE]}. The class box at the top of every page follows the teacher.",

@@ -184,7 +184,7 @@ def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time
 
     v = view_of(TINY, "the cat sat on the mat because")
     shared = A.head_figure(v, 1, 2, "pattern")
-    assert shared is A.head_figure(v, 1, 2, "pattern") and shared._shared       # from the figure cache
+    assert shared is A.head_figure(v, 1, 2, "pattern") and shared._drawn == {}  # from the figure cache
     made = []
 
     def json_in(fig, theme):
@@ -204,31 +204,33 @@ def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time
     assert made[-2:] == [("light", False), ("light", False)]
 
     gone = go.Figure(go.Bar(x=["a"], y=[1.0]))
-    gone._shared = True
+    gone._drawn = {}
     json_in(gone, ("light", False))
     address = id(gone)
     del gone
     gc.collect()
     again = go.Figure(go.Bar(x=["b"], y=[2.0]))      # may get the freed figure's id: must not get its JSON
-    again._shared = True
+    again._drawn = {}
     if id(again) == address:
         assert '"b"' in json_in(again, ("light", False))
     assert '"b"' in json_in(again, ("light", False)) and made[-1] == ("light", False)
 
 
-def test_remembered_drawings_stay_within_their_budget_least_recent_dropped_first(monkeypatch):
+def test_remembered_drawings_live_on_their_figure_and_go_with_it():
+    """The figure cache's bound (256 figures) bounds the drawings: they are kept on the figure, and nothing else
+    holds a figure or its JSON once the figure cache drops it."""
+    import gc
+    import weakref
+
     import plotly.graph_objects as go
 
     from explorer.app import layout
 
-    monkeypatch.setattr(layout, "_DRAWN", layout.OrderedDict())
-    monkeypatch.setattr(layout, "DRAWN_CHARS", 25_000)
-    figures = []
-    for n in range(5):
-        fig = go.Figure(go.Bar(x=list(range(1000)), y=[float(n)] * 1000))
-        fig._shared = True
-        figures.append(fig)
-        layout.once_per_figure(fig, ("json",), lambda fig=fig: layout.figure_json(fig, {}))
-    kept = [f for f in figures if id(f) in layout._DRAWN]
-    chars = sum(len(v) for _, made in layout._DRAWN.values() for v in made.values())
-    assert chars <= 25_000 and kept == figures[-len(kept):] and 1 <= len(kept) < 5     # the newest kept
+    fig = go.Figure(go.Bar(x=list(range(1000)), y=[1.0] * 1000))
+    fig._drawn = {}
+    made = layout.once_per_figure(fig, ("json",), lambda: layout.figure_json(fig, {}))
+    assert fig._drawn == {("json",): made} and len(made) > 5000
+    alive = weakref.ref(fig)
+    del fig
+    gc.collect()
+    assert alive() is None                                     # nothing kept the figure (or its drawings) alive

@@ -103,8 +103,8 @@ def trace(view: View, experiment: Experiment | None = None, ids=None) -> Trace:
 def _figure(builder: str, key: str, ids: tuple, tokens: tuple, presenter: bool, args: tuple, _build: Callable):
     built = _build()
     if hasattr(built, "to_plotly_json"):
-        built._shared = True           # shared by every visitor and never changed: drawn once (layout.chart)
-    return built
+        built._drawn = {}              # shared by every visitor and never changed: drawn once (layout.chart), its
+    return built                       # drawings kept on it, dropped with it
 
 
 def _hashable(value):

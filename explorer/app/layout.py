@@ -6,8 +6,6 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 import contextlib
 import functools
 import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 
 import pandas as pd
@@ -162,39 +160,16 @@ def figure_json(fig, template: dict) -> str:
     return pio.to_json(figure, validate=False)
 
 
-_DRAWN: OrderedDict[int, tuple[weakref.ref, dict]] = OrderedDict()    # id(figure) -> (the figure, what was made of it)
-_DRAWN_LOCK = threading.Lock()
-DRAWN_MAX = 256                        # figures remembered (the figure cache holds as many) ...
-DRAWN_CHARS = 16_000_000               # ... and at most this much of their JSON, least recently drawn dropped first
-
-
 def once_per_figure(fig, what: tuple, make: Callable):
     """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.figure`: shared by
-    every visitor and never changed), so many visitors on one view (a class) pay for its JSON and its sentence
-    once; any other figure, every time."""
-    if not getattr(fig, "_shared", False):
+    every visitor and never changed; what is made is kept on the figure and goes with it), so many visitors on one
+    view (a class) pay for its JSON and its sentence once; any other figure, every time."""
+    drawn = getattr(fig, "_drawn", None)
+    if drawn is None:
         return make()
-    with _DRAWN_LOCK:
-        ref, made = _DRAWN.get(id(fig), (None, None))
-        if ref is None or ref() is not fig:         # new, or another figure that got a freed figure's id
-            made = {}
-            _DRAWN[id(fig)] = (weakref.ref(fig), made)
-        _DRAWN.move_to_end(id(fig))
-        if what in made:
-            return made[what]
-    value = make()
-    with _DRAWN_LOCK:
-        made[what] = value
-        _forget_least_recent()
-    return value
-
-
-def _forget_least_recent() -> None:
-    """Drop the least recently drawn figures past DRAWN_MAX figures or DRAWN_CHARS of JSON (hold _DRAWN_LOCK)."""
-    chars = sum(len(v) for _, made in _DRAWN.values() for v in made.values() if isinstance(v, str))
-    while len(_DRAWN) > 1 and (len(_DRAWN) > DRAWN_MAX or chars > DRAWN_CHARS):
-        _, (_, made) = _DRAWN.popitem(last=False)
-        chars -= sum(len(v) for v in made.values() if isinstance(v, str))
+    if what not in drawn:
+        drawn[what] = make()           # two visitors at once may both make it: the same value
+    return drawn[what]
 
 
 def table_panel(fig, key: str) -> None:
