@@ -41,5 +41,10 @@ classroom.apply_pending()                         # a lesson's step to show: its
 classroom.switch_if_moved(page.url_path)          # ... on its own page
 st.session_state["view"] = view = current_view()  # pages read it with explorer.app.state.view()
 st.query_params.update(classroom.url_params())    # a student's URL keeps their class and seat
+# The main area's first element is an empty placeholder. Streamlit (1.67) draws an exception raised by a widget's
+# callback during a fragment run at the main area's first place: were that the class box, which holds the class's
+# polling fragment, the next poll would write into an element and the browser would crash to a blank page
+# (tests/test_browser_lessons.py). An empty element takes the hit instead.
+st.empty()
 classroom.class_box(view.name, view.text)         # the class's box: the teacher's controls or a student's
 page.run()

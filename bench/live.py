@@ -25,14 +25,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve(timeout: float = 60, env: dict | None = None):
-    """Start `streamlit run streamlit_app.py` on a free port; yields (base URL, server process). `env` adds
-    environment variables for the server (e.g. a Hugging Face cache)."""
+    """Start `streamlit run streamlit_app.py` on a free port, as a user starts it (.streamlit/config.toml and
+    Streamlit's defaults, which agree with what Community Cloud forces; nothing else but where to listen); yields
+    (base URL, server process). `env` adds environment variables for the server (e.g. a Hugging Face cache)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="streamlit-", suffix=".log", delete=False)
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
+         "--server.port", str(port), "--server.headless", "true"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     base = f"http://127.0.0.1:{port}"
     try:

@@ -51,10 +51,7 @@ if role == "teacher":
     segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
     right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260,
                 alt=f"QR code of the link to class {code}: {link}")
-    store = C.store()
-    names = store.names(code)
-    st.markdown(f"**{store.present(code)}** students present" + (": " + ", ".join(escape(n) for n in names)
-                                                                if names else "."))
+    C.who_joined(code)                               # polled: the room joining shows as it happens
     st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
                "tab open: the teacher key lives only in it.")
     with st.container(horizontal=True):

@@ -128,3 +128,19 @@ def test_the_big_picture_points_to_the_discoveries():
     links = [link for link in at.get("page_link") if link.proto.label == "Discoveries"]
     assert len(links) == 1 and links[0].proto.page.endswith("discoveries")
     assert "Not sure where to look?" in page_text(at)
+
+
+def test_a_value_widgets_callback_after_a_page_switch_took_its_widget_away_changes_nothing_and_raises_nothing():
+    """Streamlit calls a widget's on_change with the browser's last value even when the page that drew it has gone:
+    such a callback must not raise (during a fragment run, an exception there turned a student's page white)."""
+    def script():
+        import streamlit as st
+        from explorer.app import classroom, lab, layout
+        st.session_state["_figure_format"] = "SVG"
+        for callback in (layout._keep_format, lab.apply_preset, classroom._keep_follow):
+            callback()                                   # none of their widgets was drawn in this session
+        st.write(f"{st.session_state['_figure_format']} {st.session_state['_class_follow']}")
+
+    at = AppTest.from_function(script, default_timeout=60).run()
+    assert not at.exception
+    assert at.markdown[0].value == "SVG True"            # the kept choice is untouched; following stays on

@@ -233,6 +233,14 @@ def url_params() -> dict[str, str]:
     return {}
 
 
+@st.fragment(run_every=POLL_SECONDS)
+def who_joined(code: str) -> None:
+    """The class page's count and names of the students present, polled while the room joins (names as plain text)."""
+    names, present = store().names(code), store().present(code)
+    st.markdown(f"**{present}** student{'s' * (present != 1)} present"
+                + (": " + ", ".join(escape(n) for n in names) if names else "."))
+
+
 # --- building a lesson from the views a teacher visits ------------------------------------------------------------
 
 DRAFT = "_lesson_draft"             # the lesson being built: a list of LessonStep
@@ -447,7 +455,7 @@ def _student(code, lesson_, state, step, name, text) -> None:
 
 
 def _keep_follow() -> None:
-    st.session_state[FOLLOW] = st.session_state[FOLLOW_TOGGLE]
+    st.session_state[FOLLOW] = bool(st.session_state.get(FOLLOW_TOGGLE, True))
 
 
 def _back(step: LessonStep, index: int) -> None:

@@ -81,8 +81,11 @@ def init_setup_widgets() -> None:
 
 
 def apply_preset() -> None:
-    """Set every knob to the preset named in st.session_state["lab_preset"] (other pages may call it too)."""
-    _setup_to_widgets(PRESETS[st.session_state["lab_preset"]][1])
+    """Set every knob to the preset named in st.session_state["lab_preset"] (other pages may call it too; as the
+    preset picker's callback it may run after a page switch took the picker away: then there is nothing to set)."""
+    preset = PRESETS.get(st.session_state.get("lab_preset"))
+    if preset is not None:
+        _setup_to_widgets(preset[1])
 
 
 def setup_from_widgets() -> LabSetup:

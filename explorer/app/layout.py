@@ -81,7 +81,11 @@ FORMAT_KEY = "_figure_format"         # kept when a page without the picker runs
 
 
 def _keep_format() -> None:
-    st.session_state[FORMAT_KEY] = st.session_state["figure_format"]
+    # A callback may run after a page switch took its widget away (Streamlit then calls it with the browser's last
+    # value, but the key is gone): read it with .get, as every callback of a value widget does.
+    value = st.session_state.get("figure_format")
+    if value in FIGURE_FORMATS:
+        st.session_state[FORMAT_KEY] = value
 
 
 def figure_format_picker() -> None:
