@@ -1,6 +1,9 @@
 """A real server and a real browser for the browser tests: the benchmark's own (bench/live.py), so tests and
-benchmark start the app and wait for it the same way, plus what only tests do."""
+benchmark start the app and wait for it the same way, plus what only tests do: a phone's browser, and what a
+first screen shows (which element is a view's main one, and how much of it is on screen)."""
 from urllib.parse import quote_plus
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from bench.live import CHROMIUM, ROOT, launch, open_view, rss_mb, serve, wait_until_run  # noqa: F401
 
@@ -12,3 +15,96 @@ def type_sentence(page, text: str) -> None:
     box.press("Enter")
     page.wait_for_url(lambda url: quote_plus(text) in url)      # the view reached the URL: the run started
     page.wait_for_selector("[data-test-script-state='notRunning']")
+
+
+# A student's phone: its screen, touch, and the User-Agent its browser sends (a phone's says "Mobile"; the server
+# lays a page out for a small screen by it, explorer/app/layout.py). A browser context's arguments.
+PHONE_UA = ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+            "Chrome/131.0.0.0 Mobile Safari/537.36")
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "user_agent": PHONE_UA}
+PROJECTOR = {"width": 1366, "height": 768}
+
+
+# --- a view's main element, and how much of it the first screen shows ----------------------------------------
+
+# The main chart of a tab that has several (by its title's first words); other tabs: their first chart. A tab
+# without a chart: its first table, or its choices. Pages and tabs as the registry names them.
+MAIN_CHART = {("attention", "Who looks at whom"): "Attention pattern",
+              ("feedforward", "The strongest neurons"): "Strongest neurons",
+              ("prediction", None): "Next-token probabilities"}
+NO_CHART = {("tokenization", "The vocabulary"): "[data-testid=stDataFrame]",
+            ("encoder-decoder", "Decoding step by step"): "[data-testid=stDataFrame]",
+            ("encoder-decoder", "What if?"): "[data-testid=stRadio]"}
+CHARTLESS_PAGES = {"home", "class", "discoveries", "training"}     # no Plotly chart until a student acts
+
+
+def main_element(slug: str, label: str | None) -> tuple[str, str | None] | None:
+    """(CSS selector, chart title's first words or None) of view (page `slug`, tab `label`)'s main element; None
+    for a page without a chart."""
+    if slug in CHARTLESS_PAGES:
+        return None
+    return NO_CHART.get((slug, label), ".explorer-chart"), MAIN_CHART.get((slug, label))
+
+
+# Where a view's main element is and what its page shows around it, as the window shows it now.
+FIRST_SCREEN = """([selector, title]) => {
+  const main = document.querySelector('[data-testid=stMain]');
+  const shown = e => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+  const candidates = [...main.querySelectorAll(selector)].filter(shown);
+  const target = title ? candidates.find(c => ((c.querySelector('.gtitle') || {}).textContent || '').startsWith(title))
+                       : candidates[0];
+  if (!target) return null;
+  const r = target.getBoundingClientRect(), H = window.innerHeight, W = document.documentElement.clientWidth;
+  const seen = Math.max(0, Math.min(r.bottom, H) - Math.max(r.top, 0)) * Math.max(0, Math.min(r.right, W) - Math.max(r.left, 0));
+  const plots = [...main.querySelectorAll('.explorer-chart')].filter(shown).map(frame => {
+    const box = frame.getBoundingClientRect(), svg = frame.querySelector('.main-svg');
+    const s = svg ? svg.getBoundingClientRect() : box;
+    return {inside: s.left >= box.left - 1 && s.right <= box.right + 1 && s.top >= box.top - 1 && s.bottom <= box.bottom + 1,
+            title: (frame.querySelector('.gtitle') || {}).textContent || ''};
+  });
+  const tablist = main.querySelector('[role=tablist]');
+  const rows = tablist ? new Set([...tablist.querySelectorAll('[role=tab]')].map(t => Math.round(t.getBoundingClientRect().top))).size : 1;
+  const open = tablist ? (tablist.querySelector('[role=tab][aria-selected=true]') || {}).innerText : null;
+  const words = list => list.map(h => h.textContent.trim().toLowerCase()).filter(Boolean);
+  const headings = words([...main.querySelectorAll('h1, h2, h3, h4')].filter(shown));
+  const chartTitles = words([...main.querySelectorAll('.explorer-chart .gtitle')]);
+  const sidebar = document.querySelector('[data-testid=stSidebar]').getBoundingClientRect();
+  return {share: seen / (r.width * r.height), top: Math.round(r.top), bottom: Math.round(r.bottom),
+          height: Math.round(r.height), screen: H, plots, rows, open, headings, chartTitles,
+          sidebarRight: sidebar.right, scrolled: main.scrollTop || document.scrollingElement.scrollTop};
+}"""
+
+# True once the main element is whole on screen, or (with `polls`) has kept its place and size for that many polls
+# in a row: a chart is drawn again to fit when what is above it settles, and a phone's chart may be taller than
+# the room it has.
+_SETTLED = f"""([selector, title, polls]) => {{
+  const m = ({FIRST_SCREEN})([selector, title]);
+  if (m && m.share > 0.999) return true;
+  const now = m ? [m.top, m.bottom, m.share].join() : 'none', s = window.__firstScreen || {{}};
+  window.__firstScreen = {{last: now, same: s.last === now ? (s.same || 0) + 1 : 0}};
+  return polls > 0 && m !== null && window.__firstScreen.same >= polls;
+}}"""
+
+
+def first_screen(page, selector: str, title: str | None, whole: bool = True, timeout: float = 20_000) -> dict | None:
+    """What the window shows of a view's main element (`selector`, a chart's `title`) once every chart is drawn
+    and the element has settled: whole on screen, or (unless `whole` is expected) unmoved for half a second
+    (polled every 100 ms: a tab in the background gets no animation frames). None when the view has none."""
+    page.wait_for_function("""() => [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes')""")
+    page.evaluate("() => { window.__firstScreen = null; }")            # (a page switch keeps the window)
+    try:
+        page.wait_for_function(_SETTLED, arg=[selector, title, 0 if whole else 5], timeout=timeout, polling=100)
+    except PlaywrightTimeout:
+        pass                                                     # measured below, and the test says by how much
+    return page.evaluate(FIRST_SCREEN, [selector, title])
+
+
+def on_screen(locator) -> float:
+    """The share of the element's box inside the window (0 when it is not shown)."""
+    box = locator.bounding_box()
+    if not box or not box["width"] or not box["height"]:
+        return 0.0
+    width, height = locator.page.evaluate("() => [document.documentElement.clientWidth, window.innerHeight]")
+    seen_x = max(0.0, min(box["x"] + box["width"], width) - max(box["x"], 0.0))
+    seen_y = max(0.0, min(box["y"] + box["height"], height) - max(box["y"], 0.0))
+    return seen_x * seen_y / (box["width"] * box["height"])

@@ -2,6 +2,11 @@
 projector (1366 x 768, presenter mode) and two students on phones (390 x 844) who join with the code, follow every
 Next to the last step, answer every question and see every reveal.
 
+At every step it measures what each first screen shows (issue 29): the teacher's shows the step's main chart whole
+with the class box on screen, and at a question the question, the live tally and Reveal; each phone's shows the
+main chart starting on it, at least 60% of it, all of it when it is no taller than half the screen. The figures
+of every step are printed (run with -s) and the steps that miss are listed at the end of the lesson.
+
 It fails on any error in a browser's console or any uncaught page error (a white page begins as one), on a blank
 page or an exception drawn on it, and on a student who drops out of the class (their page loses its connection, stops following, or stops
 being counted as present). Streamlit's own probes of a page's base path (`/<page>/_stcore/health`, answered 404
@@ -12,8 +17,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import open_view, wait_until_run
+from browser_support import PHONE, PROJECTOR, first_screen, main_element, on_screen, open_view, wait_until_run
 from explorer import lessons as L
+from explorer.registry import BY_SLUG
 
 LESSONS = L.ready_lessons()
 STUDENTS = ("Ada", "<b>Bob</b>")          # a name is plain text on the teacher's screen, never markup
@@ -77,8 +83,9 @@ def join(student: Watched, app_url: str, code: str, name: str) -> None:
     expect(page).to_have_url(re.compile(rf"join={code}&seat="))
 
 
-def answer_and_reveal(teacher: Watched, students: list[Watched]) -> None:
-    """Every student answers the step's question (the first option), the teacher sees them all and reveals."""
+def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str) -> dict[str, float]:
+    """Every student answers the step's question (the first option), the teacher sees them all and reveals.
+    Returns what the teacher's window showed of the question, the tally and Reveal once every answer was in."""
     for student in students:
         group = student.box().get_by_test_id("stRadioGroup")
         expect(group).to_be_visible()
@@ -86,18 +93,75 @@ def answer_and_reveal(teacher: Watched, students: list[Watched]) -> None:
         student.box().get_by_role("button", name="Send my answer").click()
         expect(student.box().get_by_text("You can change it until the teacher reveals")).to_be_visible()
     expect(teacher.box().get_by_text(f"{len(students)} of {len(students)}")).to_be_visible()
-    teacher.box().get_by_role("button", name="Reveal the answer").click()
+    reveal = teacher.box().get_by_role("button", name="Reveal the answer")
+    shown = {"question": on_screen(teacher.box().get_by_text(prompt)),
+             "tally": on_screen(teacher.box().get_by_test_id("stVegaLiteChart")), "Reveal": on_screen(reveal)}
+    reveal.click()
     for student in students:
         expect(student.box().get_by_text("The model's answer:")).to_be_visible()
         expect(student.box().get_by_text("Your guess:")).to_be_visible()
+    return shown
+
+
+# --- what each first screen shows at a step -----------------------------------------------------------------
+
+def teachers_screen(teacher: Watched, main) -> dict:
+    """The share of the step's main chart and of the class box on the teacher's window."""
+    seen = first_screen(teacher.page, *main) if main else None
+    return {"chart": None if main is None else (seen or {"share": 0.0})["share"], "box": on_screen(teacher.box())}
+
+
+def phones_screen(student: Watched, main) -> dict | None:
+    """Where the step's main chart starts on a phone's window (px from its top), its height and share shown."""
+    if main is None:
+        return None
+    seen = first_screen(student.page, *main, whole=False)
+    return {"top": seen["top"], "height": seen["height"], "share": seen["share"]} if seen else None
+
+
+def phone_misses(seen: dict | None, screen: int) -> bool:
+    """The chart does not start on the first screen, or shows less than 60% (less than all of a chart no
+    taller than half the screen)."""
+    if seen is None:
+        return True
+    least = 0.999 if seen["height"] <= screen / 2 else 0.6
+    return not 0 <= seen["top"] < screen or seen["share"] < least
+
+
+def misses(row: dict) -> list[str]:
+    """What a step's first screens miss of the targets."""
+    out = []
+    if row["teacher"]["chart"] is not None and row["teacher"]["chart"] < 0.999:
+        out.append(f"the teacher sees {row['teacher']['chart']:.0%} of the chart")
+    if row["teacher"]["box"] < 0.999:
+        out.append(f"the teacher sees {row['teacher']['box']:.0%} of the class box")
+    for what, share in row.get("question", {}).items():
+        if share < 0.999:
+            out.append(f"the teacher sees {share:.0%} of the {what}")
+    for n, seen in enumerate(row["phones"]):
+        if row["chart"] and phone_misses(seen, PHONE["viewport"]["height"]):
+            out.append(f"phone {n + 1}: {seen}")
+    return out
+
+
+def report(key: str, rows: list[dict]) -> None:
+    print(f"\n{key}: share of the main chart on each first screen (teacher 1366 x 768 presenter; phones 390 x 844)")
+    for row in rows:
+        phones = "; ".join("-" if seen is None else f"top {seen['top']} px, {seen['share']:.2f} of {seen['height']} px"
+                           for seen in row["phones"])
+        teacher = "-" if row["teacher"]["chart"] is None else f"{row['teacher']['chart']:.2f}"
+        question = " ".join(f"{what} {share:.2f}" for what, share in row.get("question", {}).items())
+        print(f"  {row['where']}: teacher {teacher} (class box {row['teacher']['box']:.2f}"
+              f"{'; ' + question if question else ''}); phones {phones}")
 
 
 @pytest.mark.parametrize("key", list(LESSONS))
-def test_a_class_follows_every_step_of_a_ready_lesson_with_no_error_no_blank_page_and_nobody_dropping_out(
+def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_its_chart_with_no_error_or_dropout(
         chromium, app_url, key):
     lesson, count = LESSONS[key], len(LESSONS[key].steps)
-    projector = chromium.new_context(viewport={"width": 1366, "height": 768})
-    phones = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    projector = chromium.new_context(viewport=PROJECTOR)
+    phones = chromium.new_context(**PHONE)
+    rows = []
     try:
         teacher = Watched(projector.new_page(), "the teacher")
         code = start_class(teacher, app_url, lesson)
@@ -108,7 +172,8 @@ def test_a_class_follows_every_step_of_a_ready_lesson_with_no_error_no_blank_pag
         expect(joined).to_be_visible()                  # the join page counts the room as it joins ...
         assert sorted(joined.inner_text().split(": ", 1)[1].split(", ")) == sorted(STUDENTS)   # ... names as text
         for index, step in enumerate(lesson.steps):
-            where = f"step {index + 1} of {count} ({step.page})"
+            label = BY_SLUG[step.page].tab(step.tab) if step.tab else None
+            where = f"step {index + 1} of {count} ({step.page}{' / ' + label if label else ''})"
             if index == 0:
                 teacher.page.get_by_role("button", name="Show the class's step").click()
             else:
@@ -123,8 +188,11 @@ def test_a_class_follows_every_step_of_a_ready_lesson_with_no_error_no_blank_pag
                 except AssertionError as lost:
                     raise AssertionError(f"{student.who} did not follow to {where}: {student.problems}") from lost
                 wait_until_run(student.page)
+            main = main_element(step.page, label)
+            rows.append({"where": where, "chart": main is not None, "teacher": teachers_screen(teacher, main),
+                         "phones": [phones_screen(student, main) for student in students]})
             if step.question is not None:
-                answer_and_reveal(teacher, students)
+                rows[-1]["question"] = answer_and_reveal(teacher, students, step.question.prompt)
             else:
                 expect(teacher.box().get_by_text(f"{len(students)} students present")).to_be_visible()
             for watched in (teacher, *students):
@@ -132,3 +200,6 @@ def test_a_class_follows_every_step_of_a_ready_lesson_with_no_error_no_blank_pag
     finally:
         projector.close()
         phones.close()
+        report(key, rows)
+    missed = {row["where"]: misses(row) for row in rows if misses(row)}
+    assert not missed, missed

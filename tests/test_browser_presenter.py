@@ -4,9 +4,7 @@ figures use the content width, no tab or link label is cut off, the camera butto
 import pytest
 from playwright.sync_api import expect
 
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-from browser_support import open_view
+from browser_support import PROJECTOR, first_screen, main_element, open_view
 from explorer.registry import ENCODER_DECODER, STEPS
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
@@ -112,57 +110,9 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
 
 # --- a projector's first screen: every tab's main chart whole, without scrolling (issue 24) --------------------
 
-PROJECTOR = {"width": 1366, "height": 768}
 SORT = {"model": "sort", "text": "7 3 9 1 5 2"}
-# The main chart of a tab that has several (by its title's first words); other tabs: their first chart. A tab
-# without a chart: its first table, or its choices.
-MAIN_CHART = {("attention", "Who looks at whom"): "Attention pattern",
-              ("feedforward", "The strongest neurons"): "Strongest neurons",
-              ("prediction", None): "Next-token probabilities"}
-NO_CHART = {("tokenization", "The vocabulary"): "[data-testid=stDataFrame]",
-            ("encoder-decoder", "Decoding step by step"): "[data-testid=stDataFrame]",
-            ("encoder-decoder", "What if?"): "[data-testid=stRadio]"}
 PROJECTOR_VIEWS = [(page.slug, label) for page in [*STEPS, ENCODER_DECODER] for label in page.labels] \
     + [("prediction", None)]
-
-# Where a tab's main element is and what its page shows around it, measured with the page at its top.
-_FIRST_SCREEN = """([selector, title]) => {
-  const main = document.querySelector('[data-testid=stMain]');
-  const shown = e => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
-  const candidates = [...main.querySelectorAll(selector)].filter(shown);
-  const target = title ? candidates.find(c => ((c.querySelector('.gtitle') || {}).textContent || '').startsWith(title))
-                       : candidates[0];
-  if (!target) return null;
-  const r = target.getBoundingClientRect(), H = window.innerHeight, W = document.documentElement.clientWidth;
-  const seen = Math.max(0, Math.min(r.bottom, H) - Math.max(r.top, 0)) * Math.max(0, Math.min(r.right, W) - Math.max(r.left, 0));
-  const plots = [...main.querySelectorAll('.explorer-chart')].filter(shown).map(frame => {
-    const box = frame.getBoundingClientRect(), svg = frame.querySelector('.main-svg');
-    const s = svg ? svg.getBoundingClientRect() : box;
-    return {inside: s.left >= box.left - 1 && s.right <= box.right + 1 && s.top >= box.top - 1 && s.bottom <= box.bottom + 1,
-            title: (frame.querySelector('.gtitle') || {}).textContent || ''};
-  });
-  const tablist = main.querySelector('[role=tablist]');
-  const rows = tablist ? new Set([...tablist.querySelectorAll('[role=tab]')].map(t => Math.round(t.getBoundingClientRect().top))).size : 1;
-  const open = tablist ? (tablist.querySelector('[role=tab][aria-selected=true]') || {}).innerText : null;
-  const words = list => list.map(h => h.textContent.trim().toLowerCase()).filter(Boolean);
-  const headings = words([...main.querySelectorAll('h1, h2, h3, h4')].filter(shown));
-  const chartTitles = words([...main.querySelectorAll('.explorer-chart .gtitle')]);
-  const sidebar = document.querySelector('[data-testid=stSidebar]').getBoundingClientRect();
-  return {share: seen / (r.width * r.height), top: Math.round(r.top), bottom: Math.round(r.bottom), plots, rows, open,
-          headings, chartTitles, sidebarRight: sidebar.right, scrolled: main.scrollTop || document.scrollingElement.scrollTop};
-}"""
-
-
-def first_screen(page, selector: str, title: str | None, timeout: float = 20_000) -> dict:
-    """The page's first screen once every chart is drawn and the main element has settled (a chart is redrawn to
-    fit when what is above it settles): waits for the element's whole box to be on screen, then measures."""
-    page.wait_for_function("""() => [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes')""")
-    try:
-        page.wait_for_function(f"""(args) => {{ const m = ({_FIRST_SCREEN})(args); return m && m.share > 0.999; }}""",
-                               arg=[selector, title], timeout=timeout)
-    except PlaywrightTimeout:
-        pass                                                     # measured below, and the test says by how much
-    return page.evaluate(_FIRST_SCREEN, [selector, title])
 
 
 @pytest.mark.parametrize("slug, label", PROJECTOR_VIEWS)
@@ -174,8 +124,7 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
     if (slug, label) == ("why", "Patching"):                        # the page suggests a second sentence
         tab.get_by_role("button", name="Try").click()
         tab.wait_for_selector("[data-test-script-state='notRunning']")
-    selector = NO_CHART.get((slug, label), ".explorer-chart")
-    seen = first_screen(tab, selector, MAIN_CHART.get((slug, label)))
+    seen = first_screen(tab, *main_element(slug, label))
     assert seen is not None, f"{slug} / {label}: no main element"
     assert seen["share"] == pytest.approx(1.0, abs=1e-3), (slug, label, seen["share"], seen["top"], seen["bottom"])
     assert seen["scrolled"] == 0
