@@ -70,6 +70,13 @@ class View:
     trace: Trace | None = None
     problem: str | None = None
     notices: list[str] = field(default_factory=list)
+    phone: bool = False                # the visitor's browser says it is a phone's (explorer/app/state.py)
+
+    @property
+    def compact(self) -> bool:
+        """A small first screen, a projector's (presenter mode) or a phone's: the page's chart comes first and its
+        words start folded (explorer/app/layout.py lays pages out by it)."""
+        return self.presenter or self.phone
 
     @property
     def key(self) -> str:

@@ -3,8 +3,8 @@ import streamlit as st
 
 from explorer.steps import attention as A
 from explorer.app import discover
-from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, math_panel, page_header, quote,
-                             require_trace, sections, step_nav, token_picker, whatif_notes)
+from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, math_panel, page_header,
+                                 picker_row, quote, require_trace, sections, step_nav, token_picker, whatif_notes)
 from explorer.app.state import view
 from explorer.registry import BY_SLUG
 from explorer.steps import whatif as W
@@ -17,7 +17,7 @@ discover.way_back()                         # after a discovery's "Show me": one
 explanation(v, A.intro(cfg))
 trace = require_trace(v, "attention")
 
-left, right, third, _ = st.columns([1, 1, 2, 1] if v.presenter else [1, 1, 2, 2])
+left, right, third, *_ = picker_row([1, 1, 2] if v.compact else [1, 1, 2, 2])
 layer = layer_picker(v, left)
 head = head_picker(v, right)
 qkv, steps, who, every, whatif = sections("attention")
@@ -26,10 +26,10 @@ side_by_side = not v.presenter           # on a projector each figure gets the f
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
     text = A.QKV_TEXT.format(K=cfg.d_head)
-    if not v.presenter:
+    if not v.compact:
         qkv.markdown(text)
     chart(A.head_figure(v, layer, head, "qkv"), qkv, key="qkv")
-    if v.presenter:                           # on a projector the chart comes first, the words under it
+    if v.compact:                             # on a projector or a phone the chart comes first, the words under it
         qkv.markdown(text)
 
 if steps.open:
@@ -45,13 +45,13 @@ if steps.open:
 if who.open:
     query = token_picker(v, third, label="Query token")        # in the pickers' row: the chart comes first
     with who:
-        if not v.presenter:
+        if not v.compact:
             st.subheader(f"Who attends to whom: layer {layer}, head {head}")
             st.markdown(A.read_row(v, trace, layer, head, query))
         big, lines = st.columns([3, 2]) if side_by_side else (st.container(), st.container())
         said = A.head_sentence(v, trace, layer, head, query)           # what a screen reader hears first
         chart(A.head_figure(v, layer, head, "pattern"), big, key="pattern", description=said)
-        if v.presenter:
+        if v.compact:
             st.markdown(A.read_row(v, trace, layer, head, query))
         chart(A.who_lines_figure(v, layer, head, query), lines, key="lines", description=said)
         lines.page_link(BY_SLUG["why"].file, label=f"See layer {layer} head {head}'s contribution to the prediction",

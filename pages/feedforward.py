@@ -6,7 +6,7 @@ from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name
                                   change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
-from explorer.app.layout import (beside_the_chart, chart, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, picker_row, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker, whatif_notes)
 from explorer.plot import DIMS_SHOWN
 from explorer.app.state import view
@@ -20,7 +20,7 @@ trace = require_trace(v, SLUG)
 cfg = v.bundle.model.cfg
 act = activation_name(v)
 
-picker, note = st.columns([1, 3], vertical_alignment="bottom")
+picker, note = picker_row([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"Layer {layer} of {cfg.n_layers}: every token's {cfg.d_model} numbers go through "
              f"{cfg.d_ff:,} neurons and come back as {cfg.d_model:,} numbers.")

@@ -1,8 +1,8 @@
 """Step 7: the last scores become probabilities; temperature, top-k and top-p shape them; the model writes."""
 import streamlit as st
 
-from explorer.app.layout import (chart, explanation, keep_if, math_panel, page_header, quote, require_trace, step_nav,
-                                 token_picker)
+from explorer.app.layout import (chart, explanation, keep_if, knobs_and_chart, main_chart, math_panel, page_header,
+                                 picker_row, quote, require_trace, step_nav, token_picker)
 from explorer.plot import safe
 from explorer.registry import BY_SLUG
 from explorer.steps.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
@@ -28,14 +28,17 @@ keep_if("prediction_temperature", lambda t: isinstance(t, (int, float)) and 0 <=
 keep_if("prediction_top_k", lambda k: isinstance(k, int) and 1 <= k <= V)
 keep_if("prediction_top_p", lambda p: isinstance(p, (int, float)) and 0.05 <= p <= 1)
 keep_if("prediction_strategy", lambda s: s in STRATEGIES)
-if v.presenter:          # compact for a projector: the picker and the three sliders in one row, then the charts
-    pick, left, middle, right = st.columns(4)
-    position = token_picker(v, pick, label="After token")
+knobs, stage = knobs_and_chart(v)          # on a phone the charts come first
+if v.presenter:          # on a projector: the token picker beside the title, the three sliders beside the charts
+    position = token_picker(v, picker_row([1])[0], label="After token")
+    sliders, stage = stage.columns([1, 4], gap="medium")
+    left = middle = right = sliders
 else:
-    st.subheader("The forecast for the next token")
-    pick, _ = st.columns([1, 2])
+    if not v.compact:
+        knobs.subheader("The forecast for the next token")
+    pick, _ = knobs.columns([1, 2])
     position = token_picker(v, pick, label="Show what the model predicted after token")
-    left, middle, right = st.columns(3)
+    left, middle, right = knobs.columns(3)
 temperature = left.slider("Temperature", 0.0, 3.0, 1.0, 0.05, key="prediction_temperature",
                           help="Below 1 the favourite gets even more likely; above 1 the long shots catch up. "
                                "0 always takes the favourite.")
@@ -54,10 +57,11 @@ table = ranking(logits[position], vocab, settings)
 actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
 after = v.tokens[position]
 bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
-scores, chances = st.columns([2, 3])              # side by side: both on a projector's first screen too
+scores, chances = stage.columns([2, 3])           # side by side: both on a projector's first screen too
 chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores, key="logits")
 chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
-                                          f"(position {position})", actual, bars, v.presenter), chances, key="probabilities")
+                                          f"(position {position})", actual, bars, v.presenter), main_chart(chances),
+      key="probabilities")
 numbers = st.columns(3)
 numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum()):,} of {V:,}")
 numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")

@@ -1,7 +1,7 @@
 """Step 6, residual stream and normalization: the running total, what each layer adds, and the logit lens."""
 import streamlit as st
 
-from explorer.app.layout import (beside_the_chart, chart, explanation, layer_picker, math_panel, page_header, quote, require_trace,
+from explorer.app.layout import (beside_the_chart, chart, picker_row, explanation, layer_picker, math_panel, page_header, quote, require_trace,
                              sections, step_nav, token_picker)
 from explorer.steps.residual import (NORM_NAMES, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, math_latex, math_table,
@@ -14,7 +14,7 @@ explanation(v, TEXT)
 trace = require_trace(v, SLUG)
 cfg = v.bundle.model.cfg
 
-picker, note = st.columns([1, 3], vertical_alignment="bottom")
+picker, note = picker_row([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"This model: {cfg.n_layers} layers, a stream of {cfg.d_model} numbers per token, "
              f"{NORM_NAMES[cfg.norm]}" + (f", {cfg.norm_position}-norm." if cfg.norm != "none" else "."))

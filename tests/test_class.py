@@ -130,7 +130,7 @@ def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each
         s.button(key="class_send").click().run()
         assert "You can change it until the teacher reveals" in page_text(s)
     t.run()
-    assert any(m.startswith("**3 of 3** present have answered") for m in t.markdown.values), t.markdown.values
+    assert any("**3 of 3** answered" in m for m in t.markdown.values), t.markdown.values
     assert C.store().tally(code, QUESTION) == {answer: 2, guesses[1]: 1}
     t.button(key="class_reveal").click().run()
     assert f"The model's answer: “{answer}” ({C.percent(float(probs.max()))})" in page_text(t)

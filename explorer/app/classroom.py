@@ -15,6 +15,7 @@ import json
 import secrets
 from urllib.parse import urlsplit
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -321,24 +322,30 @@ def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
 
 def class_box(name: str, text: str) -> None:
     """The class box at the top of every page, for a session in a class or walking a lesson (in the main area, not
-    the sidebar: a phone hides its sidebar, and a projector shows the tally)."""
+    the sidebar: a phone hides its sidebar, and a projector shows the tally). One short row, so the page's chart
+    keeps the first screen of a projector and of a phone: where the class is, then the teacher's (or a lone
+    walker's) Previous and Next, or a student's Follow; the step's note and the join code behind a button."""
     if role() is None:
         return
     with st.container(border=True, key="class_box"):
         if role() == "alone":
             _alone()                       # nothing to poll
-            return
-        if role() == "teacher":
-            _teacher_row()                 # in the full run: the teacher's Next never waits on, or goes with, a poll
-        _box(name, text)
+        elif role() == "teacher":
+            _teacher_row(name, text)
+        else:
+            _box(name, text)
 
 
-def _teacher_row() -> None:
+def _teacher_row(name: str, text: str) -> None:
+    """Drawn in the full run, so the teacher's Next never waits on, or goes with, a poll; the polled part (where the
+    class is, who is present, a question's tally and Reveal) takes the row's first place."""
     found = current(st.session_state[CODE])
-    if found is not None:                  # (an ended class: the poll below says so)
-        state, lesson_ = found
-        _step_row(f"**Class {st.session_state[CODE]}** · step {state.step + 1} of {len(lesson_.steps)}",
-                  lesson_.steps[state.step].note, state.step, len(lesson_.steps))
+    if found is None:                      # an ended class: the poll says so
+        _box(name, text)
+        return
+    state, lesson_ = found
+    with _step_row(state.step, len(lesson_.steps), lesson_.steps[state.step].note):
+        _box(name, text)
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -370,46 +377,72 @@ def _move(index: int) -> None:
 def _alone() -> None:
     lesson_ = lesson()
     index = st.session_state.get(STEP, 0)
-    _step_row(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}", lesson_.steps[index].note,
-              index, len(lesson_.steps))
-    st.button("Stop the lesson", key="class_leave", on_click=leave, icon=":material/close:")
+    where = _step_row(index, len(lesson_.steps), lesson_.steps[index].note)
+    where.markdown(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}")
 
 
-def _step_row(title: str, note: str, index: int, count: int) -> None:
-    """One row: where the lesson is (and the step's note for the teacher), then Previous and Next (a short row,
-    so on a projector the page's chart keeps the first screen). Drawn in the full run: a press sets the step as
-    pending (`_move`) and the run it starts shows it (`apply_pending`, `switch_if_moved`)."""
-    words, left, right = st.columns([4, 1, 1], vertical_alignment="center")
-    words.markdown(title)
-    if note:
-        words.caption(escape(note))
-    if role() == "teacher" and st.session_state.get("_page") != "class":      # for latecomers
-        words.page_link(BY_SLUG["class"].file, label="Show the join code and QR code", icon=":material/qr_code_2:")
-    left.button("Previous", key="class_previous", on_click=_move, args=(index - 1,), disabled=index == 0,
-                icon=":material/arrow_back:", width="stretch")
-    right.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
-                 icon=":material/arrow_forward:", width="stretch", type="primary")
+def _step_row(index: int, count: int, note: str):
+    """One row: a place for where the lesson is (returned, the rest of the row's width), a button that opens the
+    step's note (for a teacher also the way back to the join code, for latecomers; for a lone walker Stop), then
+    Previous and Next. Drawn in the full run: a press sets the step as pending (`_move`) and the run it starts
+    shows it (`apply_pending`, `switch_if_moved`)."""
+    row = st.container(horizontal=True, vertical_alignment="top")
+    words = row.container(width="stretch")
+    teacher_ = role() == "teacher"
+    with row.popover("Note", icon=":material/sticky_note_2:",
+                     help="The step's note" + (", and the way back to the join code" if teacher_ else "")):
+        st.caption(escape(note) if note else "This step has no note.")
+        if teacher_ and st.session_state.get("_page") != "class":
+            st.page_link(BY_SLUG["class"].file, label="Show the join code and QR code", icon=":material/qr_code_2:")
+        if role() == "alone":
+            st.button("Stop the lesson", key="class_leave", on_click=leave, icon=":material/close:")
+    row.button("Previous", key="class_previous", on_click=_move, args=(index - 1,), disabled=index == 0,
+               icon=":material/arrow_back:")
+    row.button("Next", key="class_next", on_click=_move, args=(index + 1,), disabled=index + 1 >= count,
+               icon=":material/arrow_forward:", type="primary")
+    return words
+
+
+def _present(count: int) -> str:
+    return f"{count} student{'s' * (count != 1)} present"
 
 
 def _teacher(code, lesson_, state, step, name, text) -> None:
-    """The teacher's live part, polled: who is present, the tally as answers come in, Reveal."""
+    """The teacher's live part, polled: where the class is and who is present; at a question, who has answered
+    and Reveal on that line, then the prompt beside the tally as answers come in (short: a projector's first
+    screen keeps the page's chart)."""
     s = store()
     present = s.present(code)
+    where = f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}"
     asked_ = asked(step, name, text)
     if asked_ is None:
-        st.caption(f"{present} student{'s' * (present != 1)} present.")
+        st.markdown(f"{where} · {_present(present)}")
         return
     counts = s.tally(code, state.step)
-    answered = sum(counts.values())
-    st.markdown(f"**{answered} of {present}** present have answered: {escape(asked_.prompt)}")
-    st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True,
-                 height=60 + 45 * len(asked_.options))          # a row per answer, each labelled
+    line = st.container(horizontal=True, vertical_alignment="center")
+    line.markdown(f"{where} · **{sum(counts.values())} of {present}** answered", width="content")
     if state.is_revealed:
-        st.markdown(f"The model's answer: {quote(asked_.answer)} "
-                    f"({percent(asked_.probabilities[asked_.answer])})")
+        line.markdown(f"The model's answer: {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])})",
+                      width="content")
     else:
-        st.button("Reveal the answer", key="class_reveal", on_click=_reveal, args=(state.step,),
-                  icon=":material/visibility:")
+        line.button("Reveal", key="class_reveal", on_click=_reveal, args=(state.step,), icon=":material/visibility:",
+                    help="Show every student the model's answer; answers close.")
+    prompt, tally = st.columns([3, 2], vertical_alignment="center")
+    prompt.markdown(escape(asked_.prompt))
+    tally.altair_chart(tally_chart(asked_, counts, present), width="stretch", theme=None)
+
+
+def tally_chart(asked_: Asked, counts: dict[str, int], present: int) -> alt.LayerChart:
+    """The live tally: a labelled bar per answer (in the order the students see them) with its count, on a scale
+    of the students present (a bar across the whole width: all of them)."""
+    base = alt.Chart(tally_frame(asked_, counts)).encode(
+        y=alt.Y("answer:N", sort=list(asked_.options), title=None,
+                axis=alt.Axis(labelOverlap=False, labelFontSize=16, labelColor="#333333", ticks=False, domain=False,
+                              labelPadding=6)),
+        x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
+    bars = base.mark_bar(color="#4477AA")
+    numbers = base.mark_text(align="left", dx=4, fontSize=16, color="#333333").encode(text="students:Q")
+    return (bars + numbers).properties(height=22 * len(asked_.options)).configure_view(stroke=None)
 
 
 def _reveal(index: int) -> None:
@@ -420,6 +453,8 @@ def _reveal(index: int) -> None:
 
 
 def _student(code, lesson_, state, step, name, text) -> None:
+    """A student's row (where the class is, Follow), and at a question its choices in a row and Send: short, so a
+    phone's first screen keeps the page's chart."""
     s = store()
     seat = st.session_state[SEAT]
     following = st.session_state.get(FOLLOW, True)
@@ -427,10 +462,10 @@ def _student(code, lesson_, state, step, name, text) -> None:
         go_to(step, state.step)            # the teacher moved: one full run opens the class's step
     open_pending()                         # ... or "Back to the class's view" was pressed
     s.seen(code, seat)
-    st.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}", width="content")
     st.session_state[FOLLOW_TOGGLE] = following
-    st.toggle("Follow the teacher", key=FOLLOW_TOGGLE, on_change=_keep_follow,
-              help="On: your screen shows what the teacher shows. Off: explore on your own.")
+    row.toggle("Follow the teacher", key=FOLLOW_TOGGLE, on_change=_keep_follow)   # off: explore on your own
     here = st.session_state.get("_page") or "home"
     if st.session_state.get(STEP) != state.step or not following or here != step.page:
         st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),
@@ -440,18 +475,21 @@ def _student(code, lesson_, state, step, name, text) -> None:
         return
     mine = s.my_answer(code, seat, state.step)
     if not state.is_revealed:
-        choice = st.radio(asked_.prompt, asked_.options, key=f"class_answer_{state.step}",
-                          index=asked_.options.index(mine) if mine in asked_.options else None)
-        st.button("Send my answer", key="class_send", on_click=_answer, args=(code, seat, state.step, choice),
-                  disabled=choice is None, icon=":material/send:")
+        st.markdown(escape(asked_.prompt))
+        answer = st.container(horizontal=True, vertical_alignment="center")      # Send beside the choices
+        choice = answer.radio(asked_.prompt, asked_.options, key=f"class_answer_{state.step}", horizontal=True,
+                              index=asked_.options.index(mine) if mine in asked_.options else None,
+                              label_visibility="collapsed")
+        answer.button("Send", key="class_send", on_click=_answer, args=(code, seat, state.step, choice),
+                      disabled=choice is None, icon=":material/send:", help="Send my answer to the teacher")
         if mine is not None:
             st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
         return
     st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])}).  \n"
                 + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
                    if mine is not None else "You did not answer this one."))
-    st.dataframe(pd.DataFrame({"word": list(asked_.probabilities), "the model's probability":
-                               [percent(p) for p in asked_.probabilities.values()]}), hide_index=True)
+    st.caption("The model's chances: " + " · ".join(f"{quote(word)} {percent(p)}"
+                                                     for word, p in asked_.probabilities.items()))
 
 
 def _keep_follow() -> None:

@@ -34,12 +34,14 @@ def page_header(slug: str, view: View, encoder_decoder: bool = False) -> None:
     (`encoder_decoder`)."""
     st.html(page_css(view.presenter, bool(st.session_state.get("high_contrast"))))
     figure_format_picker()
-    if view.presenter:                 # a projector's first screen: the explanation's button beside the title
-        title, aside = st.columns(2, vertical_alignment="center")
-        title.title(BY_SLUG[slug].title)
-        _page.aside = aside.container(horizontal=True, horizontal_alignment="right")
+    _page.named_inside = set()
+    if view.presenter:      # a projector's first screen: the page's pickers and the explanation's button beside the title
+        row = st.container(horizontal=True, vertical_alignment="center", key="title_row")
+        row.title(BY_SLUG[slug].title, width="content")
+        _page.pickers = row.container(width="stretch")
+        _page.aside = row.container(horizontal=True, horizontal_alignment="right", width="content")
     else:
-        _page.aside = None
+        _page.pickers = _page.aside = None
         st.title(BY_SLUG[slug].title)
     notices = st.container()           # always there, even empty: a notice coming or going moves nothing below,
     for notice in view.notices + input_notices(view):                                # so charts keep their place
@@ -217,9 +219,10 @@ _page = threading.local()             # this script run's page: the place beside
 
 
 def explanation(view: View, markdown: str, title: str = "What is happening here") -> None:
-    """The plain-language explanation a teacher could read aloud: open above the page; in presenter mode a button
-    beside the title that opens it, so the page's chart keeps the first screen."""
-    with side_panel(view, title, ":material/school:", expanded=not view.presenter):
+    """The plain-language explanation a teacher could read aloud: open above the page on a wide screen; folded on
+    a small first screen (`View.compact`: in presenter mode a button beside the title that opens it, on a phone a
+    closed panel one tap opens), so the page's chart has the first screen."""
+    with side_panel(view, title, ":material/school:", expanded=not view.compact):
         st.markdown(markdown)
 
 
@@ -232,13 +235,45 @@ def side_panel(view: View, title: str, icon: str, expanded: bool = False):
     return st.expander(title, expanded=expanded, icon=icon)
 
 
+def knobs_and_chart(view: View, where=st):
+    """(knobs, stage): two places, one above the other: a tab's choices above its chart, except on a phone, where
+    the chart comes first (the first screen shows it; the choices are a swipe below)."""
+    first, second = where.container(), where.container()
+    return (second, first) if view.phone else (first, second)
+
+
+def main_chart(column):
+    """The place in `column` for the page's main chart: on a narrow screen, where columns stack, its column comes
+    first (explorer/app/styles.py, PHONE_CSS)."""
+    return column.container(key="main_chart")
+
+
 def beside_the_chart(view: View, where=st, spec=(1, 2.2)):
-    """(choices, stage): in presenter mode two columns, a tab's choices and words on the left and its chart on the
-    right, so the chart starts at the top of the tab, on a projector's first screen; otherwise two places, one
-    above the other (the choices above the chart)."""
+    """(knobs, stage): in presenter mode two columns, a tab's choices and words on the left and its chart on the
+    right, so the chart starts at the top of the tab, on a projector's first screen; otherwise `knobs_and_chart`."""
     if view.presenter:
         return where.columns(list(spec), gap="medium")
-    return where.container(), where.container()
+    return knobs_and_chart(view, where)
+
+
+def picker_row(spec: list, **columns) -> list:
+    """Columns for the pickers above a page's tabs (layer, head, token). In presenter mode they stand beside the
+    page's title, each saying its name inside its box (a row less above the chart); on a phone they stay one row
+    (other columns stack there; explorer/app/styles.py lets them narrow)."""
+    place = getattr(_page, "pickers", None)
+    if place is None:
+        return st.container(key="pickers").columns(spec, wrap=False, **columns)
+    places = place.columns(spec, **columns)
+    _page.named_inside.update(id(p) for p in places)
+    return places
+
+
+def _named(label: str, where, show=str) -> dict:
+    """A picker's label and how it shows a value: its name inside its box when it stands beside the title
+    (`picker_row`; a screen reader still hears the name), else above it."""
+    if id(where) in getattr(_page, "named_inside", ()):
+        return {"label_visibility": "collapsed", "format_func": lambda value: f"{label} {show(value)}"}
+    return {"format_func": show}
 
 
 def sections(slug: str) -> list:
@@ -292,12 +327,13 @@ def keep_if(key: str, valid) -> None:
 def layer_picker(view: View, where=st) -> int:
     return where.selectbox("Layer", range(view.bundle.model.cfg.n_layers), key="layer",
                            help="Which block of the model. Layer 0 reads the embeddings; later layers read "
-                                "what earlier layers wrote.")
+                                "what earlier layers wrote.", **_named("Layer", where))
 
 
 def head_picker(view: View, where=st) -> int:
     return where.selectbox("Head", range(view.bundle.model.cfg.n_heads), key="head",
-                           help="Each attention head looks for its own kind of relationship between tokens.")
+                           help="Each attention head looks for its own kind of relationship between tokens.",
+                           **_named("Head", where))
 
 
 def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st) -> tuple[int, int]:
@@ -317,8 +353,7 @@ def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st
 def token_picker(view: View, where=st, label: str = "Token") -> int:
     """Pick one position of the sentence; returns its index."""
     tokens = view.tokens
-    return where.selectbox(label, range(len(tokens)), key="token",
-                           format_func=lambda i: f"{i}: {tokens[i]}")
+    return where.selectbox(label, range(len(tokens)), key="token", **_named(label, where, lambda i: f"{i}: {tokens[i]}"))
 
 
 def _look_at(position: int, whatif_key: str) -> None:

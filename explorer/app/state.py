@@ -145,6 +145,13 @@ def _clamp(key: str, upper: int, default: int, what: str, notices: list[str]) ->
         st.session_state[key] = default
 
 
+def on_a_phone() -> bool:
+    """The visitor's browser says it runs on a phone: its User-Agent has "Mobi" in it, as every phone browser's
+    does and no tablet's or desktop's (Mozilla's advice for telling them apart). The server never sees a screen's
+    width; a phone asking for the desktop site sends a desktop User-Agent and gets the desktop layout."""
+    return "Mobi" in (st.context.headers.get("User-Agent") or "")        # (AppTest sends none)
+
+
 def current_view() -> View:
     """Draw the shared sidebar, read the view's state, and compute (or fetch) the trace."""
     notices: list[str] = []
@@ -177,7 +184,7 @@ def current_view() -> View:
                        "readable on a washed-out projector.")
         theme_note()
     bundle = get_bundle(name)
-    view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices)
+    view = View(name=name, bundle=bundle, text=text, presenter=presenter, notices=notices, phone=on_a_phone())
     try:
         view.prepared = prepare_text(bundle.tokenizer, model_text(view, notices), min(bundle.model.cfg.max_len,
                                      READ_LIMIT), context=bundle.model.cfg.max_len)

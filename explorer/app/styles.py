@@ -29,13 +29,19 @@ BASE_CSS = """<style>
   overflow: visible !important; text-overflow: clip !important; }
 </style>"""
 
-# Larger type for a projector, the full width for figures, and little empty space above the title, so each tab's
-# main chart fits on the first screen of a 1366 x 768 projector (tests/test_browser_presenter.py measures it; the
-# chart component draws a chart no taller than the room left below it). The tab row stays one line; a tab's own
-# subheading is left out (the tab's label and the chart's title already say it); tables and metrics are larger for
-# the back row (a table is drawn on a canvas: zoom is the one way to enlarge its text). The sidebar starts closed
+# A small first screen, a projector's or a phone's (explorer/view.py, `View.compact`): the page's chart comes first.
+# A tab's own subheading is left out (the tab's label and the chart's title already say it). Presenter mode applies
+# these rules at any width, every page applies them on a narrow screen (PHONE_CSS).
+SMALL_SCREEN_RULES = """
+[role="tabpanel"] [data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h3) { display: none; }"""
+
+# Larger type for a projector, the full width for figures, and little empty space above the title, between elements
+# and in the class box, so each tab's main chart fits on the first screen of a 1366 x 768 projector, a class's too
+# (tests/test_browser_presenter.py and test_browser_lessons.py measure it; the chart component draws a chart no
+# taller than the room left below it). The tab row stays one line; tables and metrics are larger for the back row
+# (a table is drawn on a canvas: zoom is the one way to enlarge its text). The sidebar starts closed
 # (streamlit_app.py); opened, it shows the sentence and the presenter switch above the list of pages.
-PRESENTER_CSS = """<style>
+PRESENTER_CSS = """<style>""" + SMALL_SCREEN_RULES + """
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 [data-testid="stHeader"] { height: 48px; min-height: 0; }
 [data-testid="stMainBlockContainer"] { max-width: none; padding: 50px 1.5rem 2rem 1.5rem; }
@@ -43,7 +49,6 @@ html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 h1 { font-size: 1.9rem !important; padding: 0 !important; } h2 { font-size: 1.6rem !important; }
 h3 { font-size: 1.4rem !important; }
 [data-testid="stTabs"] [role="tab"] p { font-size: 1.05rem !important; }
-[role="tabpanel"] [data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h3) { display: none; }
 [data-testid="stElementContainer"]:has(> [data-testid="stFullScreenFrame"] > [data-testid="stDataFrame"]) {
   zoom: 1.3; width: calc(100% / 1.3) !important; }
 [data-testid="stPopoverButton"] p { font-size: 1rem !important; }
@@ -51,6 +56,33 @@ h3 { font-size: 1.4rem !important; }
 [data-testid="stSidebar"], [data-testid="stSidebar"] * { font-size: 16px !important; }
 [data-testid="stSidebarContent"] { display: flex; flex-direction: column; }
 [data-testid="stSidebarHeader"] { order: -2; } [data-testid="stSidebarUserContent"] { order: -1; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.75rem; }
+.st-key-class_box { padding: 0.5rem 0.75rem; }
+.st-key-class_box [data-testid="stMarkdownContainer"] p { font-size: 1.05rem; }
+</style>"""
+
+# A phone (a window 640 px wide or less, where Streamlit stacks columns and the chart component fits a chart to a
+# phone): the small first screen's rules, little empty space above a smaller title and in the class box, a page's
+# pickers side by side however narrow (explorer/app/layout.py, `picker_row`), the column of a page's main chart first
+# (`main_chart`), and every button, tab, radio
+# choice, toggle and panel header at least 44 px high, a fingertip's size (tests/test_browser_phone_charts.py
+# measures them). A help mark keeps its size and gets a 44 px target around it. The server folds the words of a
+# phone's pages (its User-Agent says it is a phone: explorer/app/state.py, `on_a_phone`).
+NARROW = 640
+PHONE_CSS = f"""<style>
+@media (max-width: {NARROW}px) {{""" + SMALL_SCREEN_RULES + """
+[data-testid="stHeader"] { height: 48px; min-height: 0; }
+[data-testid="stMainBlockContainer"] { padding-top: 52px; }
+h1 { font-size: 1.75rem !important; padding: 0.25rem 0 !important; }
+.st-key-class_box { padding: 0.5rem; gap: 0.5rem; }
+.st-key-class_box p { font-size: 0.875rem; }
+.st-key-pickers [data-testid="stColumn"] { min-width: 0; }
+.stApp [data-testid^="stBaseButton"], .stApp [data-testid="stPopoverButton"], .stApp [role="tab"],
+.stApp [data-testid="stExpander"] summary, .stApp [data-testid="stPageLink-NavLink"] { min-height: 44px; }
+.stApp [data-testid="stRadio"] label, .stApp [data-testid="stCheckbox"] label { min-height: 44px; align-items: center; }
+.stApp [data-testid="stTooltipHoverTarget"] { padding: 14px; margin: -14px; }
+[data-testid="stColumn"]:has(.st-key-main_chart) { order: -1; }
+}
 </style>"""
 
 # The keyboard's place, on every control: a 3 px ring 2 px outside the control. One mid-tone blue (relative
@@ -106,5 +138,5 @@ HIGH_CONTRAST_CSS = """<style>
 
 def page_css(presenter: bool, high_contrast: bool) -> str:
     """All the app's CSS for one page run."""
-    return (BASE_CSS + FOCUS_CSS + NAV_CSS + (PRESENTER_CSS if presenter else "")
+    return (BASE_CSS + FOCUS_CSS + NAV_CSS + PHONE_CSS + (PRESENTER_CSS if presenter else "")
             + (HIGH_CONTRAST_CSS if high_contrast else ""))
