@@ -103,9 +103,9 @@ if whatif.open:
                       f"its guesses for the token after {quote(v.tokens[token])}.")
         after = W.experiment_trace(v, experiment)
         change = W.next_token_change(v, trace, after, position=token)
-        words = stage.container()                   # the words under the chart in presenter mode, above it otherwise
+        words = stage.container()                   # the words under the chart on a small first screen, else above it
         chart(W.change_figure(change, experiment, v.presenter), stage, key="whatif")
-        (stage if v.presenter else words).markdown(change_in_words(v, trace, after, skipped, position=token))
+        (stage if v.compact else words).markdown(change_in_words(v, trace, after, skipped, position=token))
         notes, elsewhere = ff.whatif_notes(v, search, trace, after, experiment, token)
         with stage:
             whatif_notes(v, notes, elsewhere, "mlp_whatif",

@@ -6,8 +6,8 @@ from model.inputs import prepare_text
 
 from explorer import memo
 from explorer.app.models import is_encoder_decoder
-from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, page_header, quote, require_trace,
-                                 sections, step_nav, token_picker)
+from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, page_header, picker_label,
+                                 picker_row, quote, require_trace, sections, step_nav, token_picker)
 from explorer.app.state import READ_LIMIT, apply_view, view
 from explorer.plot import labels
 from explorer.registry import BY_SLUG
@@ -52,7 +52,7 @@ def chosen_token(options: list, key: str, label: str, where, fallback: int | Non
     if st.session_state.get(key) not in options:
         st.session_state.pop(key, None)
     choice = where.selectbox(label, options, key=key,
-                             format_func=lambda i: "nothing (one token)" if i is None else word_of(i))
+                             **picker_label(label, where, lambda i: "nothing (one token)" if i is None else word_of(i)))
     if choice != TYPED:
         return choice
     typed = where.text_input("Word", key=f"{key}_word", max_chars=60, placeholder="type a word")
@@ -66,14 +66,14 @@ def chosen_token(options: list, key: str, label: str, where, fallback: int | Non
         return fallback
 
 
-pick, first, second = st.columns(3)
+pick, first, second = picker_row([1, 1, 1], beside_the_title=False)
 if decoder:                                    # a position of what the decoder read, not of the source
     if st.session_state.get("why_decoder_position") not in range(len(reading)):
         st.session_state["why_decoder_position"] = 0
     position = pick.selectbox("After target token", range(len(reading)), key="why_decoder_position",
                               format_func=lambda i: f"{i}: {Y.visible(reading[i])}")
 else:
-    position = token_picker(v, pick, label="After token" if v.presenter else "Explain the forecast after token")
+    position = token_picker(v, pick, label="After token" if v.compact else "Explain the forecast after token")
 tops = Y.favourites(trace, position)
 forecast = (v.key, v.ids, position)
 if st.session_state.get("_why_forecast") != forecast:      # another forecast: start from its favourite again
@@ -95,12 +95,12 @@ if attribution_tab.open:
         except ValueError as problem:                      # a post-norm model: the parts do not add up
             st.info(sentence(problem), icon=":material/info:")
         else:
-            story = st.container()             # above the chart; on a projector under it, so the chart comes first
+            story = st.container()             # above the chart; on a small first screen under it: the chart first
             clicked = Y.clicked_head(chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution",
                                            clickable=not decoder))
             if clicked:                                    # a head's bar opens that head on the Attention page
                 open_head(*clicked, position)
-            (st if v.presenter else story).markdown(Y.attribution_story(v, trace, result, target))
+            (st if v.compact else story).markdown(Y.attribution_story(v, trace, result, target))
             if other is not None:
                 st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
                 st.markdown(Y.rather_story(v, result, target, other))
@@ -136,7 +136,7 @@ if routes_tab.open:
             story = stage.container()
             click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), stage, key="why_routes",
                           clickable=True)
-            (knobs if v.presenter else story).markdown(Y.routes_story(v, edges, position))
+            (knobs if v.compact else story).markdown(Y.routes_story(v, edges, position))
             nodes = Y.route_nodes(edges)
             if (chosen := Y.clicked_node(click, nodes)) is not None:
                 st.session_state["why_node"] = chosen      # a click on a node opens what its update wrote
@@ -183,7 +183,7 @@ elif patching_tab.open:
                 guess, refusal = None, problem
             else:
                 refusal = None
-            story = (knobs if v.presenter else stage).container()      # on a projector beside the grids
+            story = (knobs if v.compact else stage).container()     # beside the grids on a projector, under them on a phone
             rows, words = [], []                           # in page order: stream grids, their words, head grids, ...
             for _ in range(2):
                 rows.append(stage.columns(2) if compare and not v.presenter else (stage.container(), stage.container()))

@@ -108,3 +108,28 @@ def on_screen(locator) -> float:
     seen_x = max(0.0, min(box["x"] + box["width"], width) - max(box["x"], 0.0))
     seen_y = max(0.0, min(box["y"] + box["height"], height) - max(box["y"], 0.0))
     return seen_x * seen_y / (box["width"] * box["height"])
+
+
+# --- touch targets --------------------------------------------------------------------------------------------
+
+FINGERTIP = 44           # px: the least height of a control a phone's user taps (WCAG 2.5.5, Apple's and Google's guides)
+
+# The controls a finger taps, shown and lower than `least` px, inside `within` (a CSS selector): buttons (a help
+# mark's, a popover's, a tab), a radio's choices, a toggle or checkbox, a select box, a panel's header, a page link.
+# Left out: the buttons plotly.js draws in a chart's toolbar (a hover toolbar), and a select box's arrow (the box
+# around it is the target).
+SMALL_TARGETS = """([within, least]) => {
+  const controls = 'button, [data-testid=stRadio] label, [data-testid=stCheckbox] label, [data-baseweb=select] > div, '
+                 + 'summary, [data-testid=stPageLink-NavLink]';
+  return [...document.querySelectorAll(within)].flatMap(place => [...place.querySelectorAll(controls)])
+    .filter(e => e.offsetParent !== null && !e.closest('.js-plotly-plot')
+                 && !(e.tagName === 'BUTTON' && e.closest('[data-baseweb=select]')))
+    .map(e => ({what: (e.innerText || e.getAttribute('aria-label') || e.getAttribute('title') || e.tagName).trim().slice(0, 40),
+                height: Math.round(e.getBoundingClientRect().height)}))
+    .filter(t => t.height > 0 && t.height < least);
+}"""
+
+
+def small_targets(page, within: str = "[data-testid=stMain], [data-testid=stHeader]") -> list[dict]:
+    """Every control a finger taps in `within` that is less than FINGERTIP px high: {what, height}."""
+    return page.evaluate(SMALL_TARGETS, [within, FINGERTIP])

@@ -116,13 +116,18 @@ def phones_screen(student: Watched, main) -> dict | None:
     if main is None:
         return None
     seen = first_screen(student.page, *main, whole=False)
-    return {"top": seen["top"], "height": seen["height"], "share": seen["share"]} if seen else None
+    if seen is None:                    # what the phone shows instead
+        return {"missing": student.page.evaluate("""() => ({url: location.href.slice(-80),
+            state: document.querySelector('[data-test-script-state]').dataset.testScriptState,
+            titles: [...document.querySelectorAll('.explorer-chart .gtitle')].map(t => t.textContent),
+            headings: [...document.querySelectorAll('[data-testid=stMain] h1')].map(h => h.textContent)})""")}
+    return {"top": seen["top"], "height": seen["height"], "share": seen["share"]}
 
 
 def phone_misses(seen: dict | None, screen: int) -> bool:
     """The chart does not start on the first screen, or shows less than 60% (less than all of a chart no
     taller than half the screen)."""
-    if seen is None:
+    if seen is None or "missing" in seen:
         return True
     least = 0.999 if seen["height"] <= screen / 2 else 0.6
     return not 0 <= seen["top"] < screen or seen["share"] < least
@@ -147,8 +152,8 @@ def misses(row: dict) -> list[str]:
 def report(key: str, rows: list[dict]) -> None:
     print(f"\n{key}: share of the main chart on each first screen (teacher 1366 x 768 presenter; phones 390 x 844)")
     for row in rows:
-        phones = "; ".join("-" if seen is None else f"top {seen['top']} px, {seen['share']:.2f} of {seen['height']} px"
-                           for seen in row["phones"])
+        phones = "; ".join("-" if seen is None else str(seen) if "missing" in seen else
+                           f"top {seen['top']} px, {seen['share']:.2f} of {seen['height']} px" for seen in row["phones"])
         teacher = "-" if row["teacher"]["chart"] is None else f"{row['teacher']['chart']:.2f}"
         question = " ".join(f"{what} {share:.2f}" for what, share in row.get("question", {}).items())
         print(f"  {row['where']}: teacher {teacher} (class box {row['teacher']['box']:.2f}"

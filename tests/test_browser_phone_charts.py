@@ -1,16 +1,17 @@
 """Every chart on a phone (390 x 844), and on a projector in presenter mode (1366 x 768): no two pieces of chart
-text on top of each other, and none cut off.
+text on top of each other, none cut off, no chart scrolling sideways; on the phone, every control a finger taps at
+least 44 px high.
 
 Opens every page and every tab the registry lists, waits for its charts to be drawn, and reads the bounding box
 of each text element plotly.js drew (titles, tick labels, cell labels, legend entries, annotations, colour bars)
-from the rendered SVG.
+from the rendered SVG, and the height of every button, radio choice, toggle, select box and panel header.
 """
 import pytest
 
-from browser_support import open_view
+from browser_support import PHONE, PROJECTOR, open_view, small_targets
 from explorer.registry import BY_SLUG
 
-SIZES = {"phone": ({"width": 390, "height": 844}, {}), "projector": ({"width": 1366, "height": 768}, {"presenter": 1})}
+SIZES = {"phone": (PHONE, {}), "projector": ({"viewport": PROJECTOR}, {"presenter": 1})}
 
 # Every page and tab; the encoder-decoder page with a model it explains, the lab with one finished run would need
 # training (its Plotly charts are checked through the same component elsewhere).
@@ -26,8 +27,8 @@ CHARTS_DRAWN = """() => [...document.querySelectorAll('.stElementContainer[class
 
 # For every chart: the visible text elements' boxes (hover labels excluded: they appear under the finger) and the
 # chart's own box. Two texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when
-# it reaches more than `slack` pixels outside the chart's box, or outside the window unless its frame scrolls sideways
-# (a diagram of boxes keeps its drawn width on a phone: its frame scrolls, the page does not).
+# it reaches more than `slack` pixels outside the chart's box or the window. A chart whose frame scrolls sideways is
+# cut too: a student sees part of it and does not know there is more.
 MEASURE = """slack => {
   const overlaps = [], cut = [];
   const visible = el => {
@@ -40,18 +41,17 @@ MEASURE = """slack => {
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
     const box = plot.querySelector('.main-svg').getBoundingClientRect();
     const frame = plot.closest('.explorer-chart');
-    const scrolls = frame && getComputedStyle(frame).overflowX === 'auto';
-    if (frame && frame.getBoundingClientRect().right > window.innerWidth + slack)
-      cut.push([name, '(the chart is wider than the window)']);
     const name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
+    if (frame && (frame.getBoundingClientRect().right > window.innerWidth + slack
+                  || frame.scrollWidth > frame.clientWidth + slack))
+      cut.push([name, '(the chart is wider than the window: its frame scrolls sideways)']);
     const texts = [...plot.querySelectorAll('svg text')]
       .filter(t => !t.closest('.hoverlayer') && t.textContent.trim() && visible(t))
       .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
       .filter(t => t.r.width > 0 && t.r.height > 0);
     for (const t of texts) {
       if (t.r.left < box.left - slack || t.r.right > box.right + slack || t.r.top < box.top - slack ||
-          t.r.bottom > box.bottom + slack ||
-          !scrolls && (t.r.left < -slack || t.r.right > window.innerWidth + slack))
+          t.r.bottom > box.bottom + slack || t.r.left < -slack || t.r.right > window.innerWidth + slack)
         cut.push([name, t.text]);
     }
     for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
@@ -66,20 +66,20 @@ MEASURE = """slack => {
 
 
 def measure_view(page, app_url, slug, section, **extra) -> dict:
-    """Open one view and measure its charts' text."""
+    """Open one view and measure its charts' text and its controls."""
     query = dict(QUERY.get(slug, {}), **extra, **({"section": section} if section else {}))
     open_view(page, app_url, slug, **query)
     page.wait_for_function(CHARTS_DRAWN)
     page.evaluate("() => document.fonts.ready")
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    return page.evaluate(MEASURE, 2)
+    return {**page.evaluate(MEASURE, 2), "small": small_targets(page)}
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_no_chart_text_overlaps_or_is_cut_on_a_phone_or_a_projector(size, chromium, app_url):
-    viewport, query = SIZES[size]
+def test_no_chart_text_overlaps_or_is_cut_and_a_phones_controls_fit_a_finger(size, chromium, app_url):
+    device, query = SIZES[size]
     phone = size == "phone"
-    context = chromium.new_context(viewport=viewport, has_touch=phone, is_mobile=phone)
+    context = chromium.new_context(**device)
     page = context.new_page()
     page.set_default_timeout(60_000)
     found = {}
@@ -97,8 +97,12 @@ def test_no_chart_text_overlaps_or_is_cut_on_a_phone_or_a_projector(size, chromi
         if r["overlaps"] or r["cut"]:
             print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
                   f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
+    small = {view: r["small"] for view, r in found.items() if r["small"]} if phone else {}
     print(f"{size}: {len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
-          f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views")
+          f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views"
+          + (f"; {sum(map(len, small.values()))} controls under 44 px in {len(small)} views: "
+             f"{sorted({(t['what'], t['height']) for r in small.values() for t in r})[:20]}" if phone else ""))
     assert charts >= 30
     assert not overlaps, overlaps
     assert not cut, cut
+    assert not small, small

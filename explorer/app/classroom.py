@@ -33,7 +33,7 @@ from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, secti
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
 LESSON = "_class_lesson"            # the lesson as JSON (a student reads it from the store)
-PENDING, GO = "_class_pending", "_class_go"
+PENDING, GO, MOVED = "_class_pending", "_class_go", "_class_moved"
 FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its toggle (a page switch may drop
                                                             # a widget's state; the plain key keeps the choice)
 
@@ -134,6 +134,7 @@ def apply_pending() -> None:
         else:
             st.session_state[page.field(name)] = value
     st.session_state[GO] = BY_SLUG[step.page].file
+    st.session_state[MOVED] = True
 
 
 def switch_if_moved(current_page: str) -> None:
@@ -325,6 +326,8 @@ def class_box(name: str, text: str) -> None:
     the sidebar: a phone hides its sidebar, and a projector shows the tally). One short row, so the page's chart
     keeps the first screen of a projector and of a phone: where the class is, then the teacher's (or a lone
     walker's) Previous and Next, or a student's Follow; the step's note and the join code behind a button."""
+    if st.session_state.pop(MOVED, False):
+        _to_the_top(key="class_to_the_top")
     if role() is None:
         return
     with st.container(border=True, key="class_box"):
@@ -334,6 +337,16 @@ def class_box(name: str, text: str) -> None:
             _teacher_row(name, text)
         else:
             _box(name, text)
+
+
+# A new step opens at the top of its page, whatever was scrolled before (a page switch and a rerun of the same page
+# keep the scroll position): the class box and the step's chart are its first screen. Drawn only on the run that
+# opens a step, so it runs once (its element is hidden: explorer/app/styles.py).
+_to_the_top = st.components.v2.component("explorer_to_the_top", html="", js="""export default function () {
+  const main = document.querySelector('[data-testid="stMain"]');
+  if (main) main.scrollTo({top: 0});
+  window.scrollTo({top: 0});
+}""")
 
 
 def _teacher_row(name: str, text: str) -> None:

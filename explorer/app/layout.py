@@ -256,21 +256,24 @@ def beside_the_chart(view: View, where=st, spec=(1, 2.2)):
     return knobs_and_chart(view, where)
 
 
-def picker_row(spec: list, **columns) -> list:
-    """Columns for the pickers above a page's tabs (layer, head, token). In presenter mode they stand beside the
-    page's title, each saying its name inside its box (a row less above the chart); on a phone they stay one row
-    (other columns stack there; explorer/app/styles.py lets them narrow)."""
-    place = getattr(_page, "pickers", None)
-    if place is None:
-        return st.container(key="pickers").columns(spec, wrap=False, **columns)
-    places = place.columns(spec, **columns)
-    _page.named_inside.update(id(p) for p in places)
+def picker_row(spec: list, beside_the_title: bool = True, **columns) -> list:
+    """Columns for the pickers above a page's tabs (layer, head, token). In presenter mode each says its name inside
+    its box (`picker_label`), and they stand beside the page's title unless `beside_the_title` is False (three long
+    ones would crowd it): a row less above the chart. On a phone they stay one row (other columns stack there;
+    explorer/app/styles.py lets them narrow)."""
+    title_row = getattr(_page, "pickers", None)              # presenter mode only
+    if title_row is not None and beside_the_title:
+        places = title_row.columns(spec, **columns)
+    else:
+        places = st.container(key="pickers").columns(spec, wrap=False, **columns)
+    if title_row is not None:
+        _page.named_inside.update(id(p) for p in places)
     return places
 
 
-def _named(label: str, where, show=str) -> dict:
-    """A picker's label and how it shows a value: its name inside its box when it stands beside the title
-    (`picker_row`; a screen reader still hears the name), else above it."""
+def picker_label(label: str, where, show=str) -> dict:
+    """A picker's label and how it shows a value, as selectbox arguments: its name inside its box when it stands in
+    a presenter's `picker_row` (a screen reader still hears the name), else above it."""
     if id(where) in getattr(_page, "named_inside", ()):
         return {"label_visibility": "collapsed", "format_func": lambda value: f"{label} {show(value)}"}
     return {"format_func": show}
@@ -327,13 +330,13 @@ def keep_if(key: str, valid) -> None:
 def layer_picker(view: View, where=st) -> int:
     return where.selectbox("Layer", range(view.bundle.model.cfg.n_layers), key="layer",
                            help="Which block of the model. Layer 0 reads the embeddings; later layers read "
-                                "what earlier layers wrote.", **_named("Layer", where))
+                                "what earlier layers wrote.", **picker_label("Layer", where))
 
 
 def head_picker(view: View, where=st) -> int:
     return where.selectbox("Head", range(view.bundle.model.cfg.n_heads), key="head",
                            help="Each attention head looks for its own kind of relationship between tokens.",
-                           **_named("Head", where))
+                           **picker_label("Head", where))
 
 
 def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st) -> tuple[int, int]:
@@ -353,7 +356,7 @@ def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st
 def token_picker(view: View, where=st, label: str = "Token") -> int:
     """Pick one position of the sentence; returns its index."""
     tokens = view.tokens
-    return where.selectbox(label, range(len(tokens)), key="token", **_named(label, where, lambda i: f"{i}: {tokens[i]}"))
+    return where.selectbox(label, range(len(tokens)), key="token", **picker_label(label, where, lambda i: f"{i}: {tokens[i]}"))
 
 
 def _look_at(position: int, whatif_key: str) -> None:

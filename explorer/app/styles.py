@@ -12,6 +12,7 @@ from explorer.registry import GROUPS, NAVIGATION
 # (buttons, chips): the dark theme's blue is the darker (white on it 4.65:1), so the open tab's label is in the text
 # colour (bold, over the blue line) instead of blue, and a multiselect's chosen items are outlined in the text colour.
 # A discovery's guess stays readable once revealed (its choices are disabled: Streamlit greys them to 2.61:1).
+# The class's scroll to the top takes no room (explorer/app/classroom.py).
 BASE_CSS = """<style>
 [data-testid="stCaptionContainer"] code { color: inherit; }
 .katex-display { padding: 0.5em 0.1em; }
@@ -27,6 +28,7 @@ BASE_CSS = """<style>
 [data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
 [data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; }
+.st-key-class_to_the_top { display: none; }
 </style>"""
 
 # A small first screen, a projector's or a phone's (explorer/view.py, `View.compact`): the page's chart comes first.
@@ -59,6 +61,8 @@ h3 { font-size: 1.4rem !important; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.75rem; }
 .st-key-class_box { padding: 0.5rem 0.75rem; }
 .st-key-class_box [data-testid="stMarkdownContainer"] p { font-size: 1.05rem; }
+.st-key-class_box [data-testid^="stBaseButton"], .st-key-class_box [data-testid="stPopoverButton"] {
+  min-height: 0; padding-top: 0.2rem; padding-bottom: 0.2rem; }
 </style>"""
 
 # A phone (a window 640 px wide or less, where Streamlit stacks columns and the chart component fits a chart to a
