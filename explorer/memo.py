@@ -49,7 +49,7 @@ def install(**hooks: Callable) -> None:
 
 
 def figure(builder: Callable, view, *args):
-    """`builder(view, view.trace, *args)`, remembered per model, sentence, presenter mode and args in the app."""
+    """`builder(view, view.trace, *args)`, remembered per model, sentence, presenter mode, phone and args in the app."""
     return _HOOKS["figure"](builder, view, *args)
 
 

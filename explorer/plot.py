@@ -111,6 +111,13 @@ def style(fig: go.Figure, presenter: bool = False, height: int | None = None) ->
     return fig
 
 
+def for_a_phone(fig: go.Figure) -> go.Figure:
+    """Mark a diagram laid out for a phone's narrow screen (explorer/view.py, `View.phone`): the chart component
+    draws it at the screen's width, where a diagram drawn for a wide screen keeps its width in a frame that scrolls
+    sideways (explorer/app/plotly_component.py)."""
+    return fig.update_layout(meta={**(fig.layout.meta or {}), "phone": True})
+
+
 DIMS_SHOWN = 64       # columns a wide heatmap shows at once (GPT-2's 768 dimensions would be a barcode)
 
 

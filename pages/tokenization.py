@@ -30,11 +30,11 @@ if three_ways.open:
         st.subheader("Three ways to cut the same text")
         tokenizers, source = tk.comparison_tokenizers(v.bundle)
         cut = tk.comparison_pieces(tokenizers, v.text)
-        for column, kind in zip(st.columns(3), tk.KINDS):
+        for column, kind in zip(st.columns(3, wrap=False), tk.KINDS):      # one row on a phone too
             column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
                           len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
                                              f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
-        chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter), key="comparison")
+        chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison")
         st.caption(tk.source_note(source, tok.kind))
         if v.prepared.dropped:
             st.caption("The counts are for your whole text; the model itself reads only its last "
@@ -66,7 +66,7 @@ if merges.open:
                 upto = right.slider("Merge step", 0, last, key="tokenization_step",
                                     help="0 is the word as single bytes; each step applies one learned merge. "
                                          "Slide to 0 and step forward to replay them.")
-            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter), stage, key="merges")
+            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter, v.phone), stage, key="merges")
             (knobs if v.presenter else stage).markdown(tk.merge_caption(steps, upto))
             st.caption(tk.merges_note(bpe, tok))
 

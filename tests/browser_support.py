@@ -74,10 +74,11 @@ FIRST_SCREEN = """([selector, title]) => {
           sidebarRight: sidebar.right, scrolled: main.scrollTop || document.scrollingElement.scrollTop};
 }"""
 
-# True once the main element is whole on screen, or (with `polls`) has kept its place and size for that many polls
-# in a row: a chart is drawn again to fit when what is above it settles, and a phone's chart may be taller than
-# the room it has.
+# True once every chart on the page is drawn and the main element is whole on screen, or (with `polls`) has kept its
+# place and size for that many polls in a row: a chart is drawn again to fit when what is above it settles, and a
+# phone's chart may be taller than the room it has.
 _SETTLED = f"""([selector, title, polls]) => {{
+  if (![...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes')) return false;
   const m = ({FIRST_SCREEN})([selector, title]);
   if (m && m.share > 0.999) return true;
   const now = m ? [m.top, m.bottom, m.share].join() : 'none', s = window.__firstScreen || {{}};
@@ -90,7 +91,6 @@ def first_screen(page, selector: str, title: str | None, whole: bool = True, tim
     """What the window shows of a view's main element (`selector`, a chart's `title`) once every chart is drawn
     and the element has settled: whole on screen, or (unless `whole` is expected) unmoved for half a second
     (polled every 100 ms: a tab in the background gets no animation frames). None when the view has none."""
-    page.wait_for_function("""() => [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes')""")
     page.evaluate("() => { window.__firstScreen = null; }")            # (a page switch keeps the window)
     try:
         page.wait_for_function(_SETTLED, arg=[selector, title, 0 if whole else 5], timeout=timeout, polling=100)

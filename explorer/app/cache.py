@@ -3,7 +3,7 @@ modules ask through explorer.memo, which this module wires to these caches when 
 
     trace(view)                       the view's sentence through its model (with its finiteness)
     trace(view, experiment, ids)      the same with a what-if experiment applied, or for other token ids
-    figure(builder, view, *args)      builder(view, view.trace, *args), per (model, sentence, presenter mode)
+    figure(builder, view, *args)      builder(view, view.trace, *args), per (model, sentence, presenter mode, phone)
     per_model(compute, name, bundle)  compute(bundle), once per model (a vocabulary map, a search)
     per_input(compute, view, *args)   compute(model, *args), once per model and args (a patching grid per pair)
 
@@ -100,7 +100,8 @@ def trace(view: View, experiment: Experiment | None = None, ids=None) -> Trace:
 
 
 @st.cache_resource(max_entries=256, show_spinner=False)
-def _figure(builder: str, key: str, ids: tuple, tokens: tuple, presenter: bool, args: tuple, _build: Callable):
+def _figure(builder: str, key: str, ids: tuple, tokens: tuple, presenter: bool, phone: bool, args: tuple,
+            _build: Callable):
     built = _build()
     if hasattr(built, "to_plotly_json"):
         built._drawn = {}              # shared by every visitor and never changed: drawn once (layout.chart), its
@@ -112,9 +113,9 @@ def _hashable(value):
 
 
 def figure(builder: Callable, view: View, *args):
-    """`builder(view, view.trace, *args)`, built once per (model, sentence, presenter mode, args)."""
+    """`builder(view, view.trace, *args)`, built once per (model, sentence, presenter mode, phone, args)."""
     name = f"{builder.__module__}.{builder.__qualname__}"
-    return _figure(name, view.key, view.ids, tuple(view.tokens), view.presenter, _hashable(args),
+    return _figure(name, view.key, view.ids, tuple(view.tokens), view.presenter, view.phone, _hashable(args),
                    lambda: builder(view, view.trace, *args))
 
 

@@ -173,8 +173,12 @@ function fit(figure, width, screen = false) {
   const sideBySide = narrow && xaxes.length > 1 && xaxes.length <= 4 && !Object.keys(layout).some(k => /^yaxis\d+$/.test(k))
     && data.every(t => !t.yaxis || t.yaxis === "y");
   if (sideBySide) {
-    const n = xaxes.length, gapPx = 90;                 // room for a panel's ticks, axis title and the next title
-    const plot = (height - (margin.t || 0) - (margin.b || 0)) * 0.8;
+    // panels on the same columns (Q, K, V) show their x axis once, under the last; a panel's rows keep ~20 px each
+    const same = k => JSON.stringify(Object.assign({}, layout[k], {domain: null}));
+    const shared = xaxes.every(k => same(k) === same(xaxes[0]));
+    const n = xaxes.length, gapPx = shared ? 36 : 90;   // room for the next title (and a panel's ticks, axis title)
+    const rows = ((layout.yaxis || {}).ticktext || []).length;
+    const plot = Math.min((height - (margin.t || 0) - (margin.b || 0)) * 0.8, rows ? rows * 20 + 8 : Infinity);
     const total = n * plot + (n - 1) * gapPx;
     const share = plot / total, gap = gapPx / total;
     const order = xaxes.map(k => ({k, x0: ((layout[k] || {}).domain || [0, 1])[0]})).sort((a, b) => a.x0 - b.x0);
@@ -185,7 +189,8 @@ function fit(figure, width, screen = false) {
       const y = i === 0 ? "y" : "y" + (i + 1), top = 1 - i * (share + gap);
       layout[axisKey("y", y)] = Object.assign({}, base, {domain: [Math.max(0, top - share), top],
                                                          anchor: "x" + k.slice(5)});
-      layout[k] = Object.assign({}, layout[k], {domain: [0, 1], anchor: y});
+      layout[k] = Object.assign({}, layout[k], {domain: [0, 1], anchor: y},
+                                shared && i < n - 1 ? {showticklabels: false, title: {text: ""}} : {});
       data.filter(t => (t.xaxis || "x") === "x" + k.slice(5)).forEach(t => { t.yaxis = y; });
       if (notes[i]) Object.assign(notes[i], {x: 0.5, y: top, xanchor: "center"});
     });
@@ -209,7 +214,8 @@ function fit(figure, width, screen = false) {
     }
   }
   // a legend: in rows between the title and the plot (below, it would meet the axis title)
-  const named = data.filter(t => t.name && t.showlegend !== false).map(t => t.name);
+  const named = data.filter(t => t.name && t.showlegend !== false && t.type !== "heatmap").map(t => t.name);   // (a
+                                                                          // heatmap is never in a legend)
   let legendHeight = 0;
   if ((narrow || screen) && layout.showlegend !== false && (named.length > 1 || layout.showlegend === true)) {
     const size = (layout.legend && layout.legend.font && layout.legend.font.size) || font;
@@ -409,8 +415,10 @@ export default function ({ parentElement, data, setTriggerValue }) {
   const draw = () => {
     const width = parentElement.clientWidth || 800;
     plot.__width = width;
-    // on a phone (a narrow window, not a narrow column of a wide one) a diagram keeps its width
-    const wide = window.innerWidth < NARROW && width < NARROW && isDiagram(plot.__figure.layout || {});
+    // on a phone (a narrow window, not a narrow column of a wide one) a diagram keeps its width, unless it was laid
+    // out for a phone (explorer/plot.py, for_a_phone)
+    const given = plot.__figure.layout || {};
+    const wide = window.innerWidth < NARROW && width < NARROW && isDiagram(given) && !(given.meta || {}).phone;
     plot.style.minWidth = wide ? DIAGRAM + "px" : "";       // a diagram keeps its width: its frame scrolls
     frame.style.overflowX = wide ? "auto" : "";
     let fitted = fit(plot.__figure, wide ? DIAGRAM : width);

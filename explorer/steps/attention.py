@@ -14,7 +14,8 @@ from model.transformer import Trace
 
 from explorer import memo
 from explorer.steps import whatif as W
-from explorer.plot import MASKED, SEQUENTIAL, heatmap, heatmap_panels, labels, safe, style, token_label, visible
+from explorer.plot import (MASKED, SEQUENTIAL, for_a_phone, heatmap, heatmap_panels, labels, safe, style, token_label,
+                          visible)
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 from explorer.steps.whatif import Experiment
@@ -215,7 +216,8 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
             layout["shapes"].append(dict(type="rect", xref="paper", yref="paper", x0=x_domain[0], x1=x_domain[1],
                                          y0=y_domain[0], y1=y_domain[1], line=dict(color=SELECTED, width=5),
                                          name="selected head"))
-        name = f"layer {l} head {h}" if everything else f"head {h}"          # one layer: its title names it
+        name = (f"L{l} H{h}" if v.phone else f"layer {l} head {h}") if everything else f"head {h}"   # one layer:
+                                                                                            # its title names it
         title = f"<b>{name} (chosen)</b>" if chosen else name
         layout["annotations"].append(dict(text=title, x=x0 + width / 2, y=min(1.0, top), xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom",
@@ -226,7 +228,8 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
             coloraxis="coloraxis", customdata=custom, name=f"layer {l} head {h}", hoverongaps=False,
             hovertemplate=(f"layer {l} head {h}<br>query %{{customdata[0]}}<br>key %{{customdata[1]}}"
                            "<br>weight %{z:.4f}<extra></extra>")))
-    fig = style(go.Figure(data, layout=layout), v.presenter, 280 * rows + 130)
+    fig = style(go.Figure(data, layout=layout), v.presenter, (110 if v.phone else 280) * rows + 130)   # a phone's
+                                                                            # panels are narrow: not as tall either
     return fig.update_layout(margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor=MASKED)   # masked cells: grey
 
 
@@ -335,7 +338,8 @@ def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_w
         yaxis=dict(visible=False, autorange="reversed"),
         annotations=[dict(x=0, y=-1, text="query", showarrow=False, yanchor="bottom"),
                      dict(x=1, y=-1, text="key", showarrow=False, yanchor="bottom")]))
-    return style(fig, v.presenter, max(320, 30 * T + 120))
+    fig = style(fig, v.presenter, max(320, 30 * T + 120))
+    return for_a_phone(fig) if v.phone else fig          # its two columns of words fit a phone's width
 
 
 # --- cached figures: changing the query token or the what-if redraws nothing of these -----------

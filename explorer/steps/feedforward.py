@@ -15,7 +15,7 @@ from plotly.colors import sample_colorscale
 
 from explorer import memo
 from explorer.steps import whatif as W
-from explorer.plot import DIMS_SHOWN, DIVERGING, as_numpy, heatmap, labels, style, token_label
+from explorer.plot import DIMS_SHOWN, DIVERGING, as_numpy, for_a_phone, heatmap, labels, style, token_label
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
@@ -105,20 +105,40 @@ def stages(view: View, layer: int) -> list[Stage]:
 
 
 def shapes_figure(view: View, layer: int) -> go.Figure:
-    """A row of boxes, each as tall as its width in numbers: D, then F, then F, then D again."""
+    """A row of boxes, each as tall as its width in numbers: D, then F, then F, then D again. On a phone
+    (`view.phone`) a column of bars instead, each as wide as its numbers, so their words fit."""
     cfg = view.bundle.model.cfg
     parts = stages(view, layer)
     widest = max(s.cols for s in parts)
     arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff:,}", activation_name(view),
               f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"]
+    colour = {s.name: "#4477AA" if s.cols == cfg.d_model else "#EE6677" for s in parts}
+    if view.phone:
+        fig = _shapes_upright(view, parts, widest, arrows, colour)
+    else:
+        fig = _shapes_in_a_row(view, parts, widest, arrows, colour)
+    fig.update_layout(title=f"Expand, activate, contract: layer {layer} with this sentence's shapes",
+                      plot_bgcolor="rgba(0,0,0,0)")
+    return for_a_phone(style(fig, view.presenter, 420)) if view.phone else style(fig, view.presenter, 260)
+
+
+def _shape_hover(places: list[tuple[float, float]], parts: list[Stage]) -> go.Scatter:
+    """An invisible trace so hovering a box shows its exact shape."""
+    return go.Scatter(
+        x=[x for x, _ in places], y=[y for _, y in places], mode="markers",
+        marker=dict(size=40, opacity=0), customdata=[[s.name, s.rows, s.cols, s.what] for s in parts],
+        hovertemplate="%{customdata[3]}: %{customdata[1]} tokens × %{customdata[2]} numbers"
+                      "<br>trace name: %{customdata[0]}<extra></extra>", showlegend=False)
+
+
+def _shapes_in_a_row(view: View, parts: list[Stage], widest: int, arrows: list[str], colour: dict) -> go.Figure:
     shapes, notes = [], []           # collected, then added at once (add_annotation calls are slow one by one)
     gap, box = 1.6, 1.0
     for i, s in enumerate(parts):
         x0 = i * (box + gap)
         half = 0.5 * max(s.cols / widest, 0.12)
-        fill = "#4477AA" if s.cols == cfg.d_model else "#EE6677"
-        shapes.append(dict(type="rect", x0=x0, x1=x0 + box, y0=-half, y1=half, line=dict(color=fill, width=2),
-                           fillcolor=fill, opacity=0.35))
+        shapes.append(dict(type="rect", x0=x0, x1=x0 + box, y0=-half, y1=half, line=dict(color=colour[s.name], width=2),
+                           fillcolor=colour[s.name], opacity=0.35))
         notes.append(dict(x=x0 + box / 2, y=0, text=f"<b>{s.what}</b><br>{s.rows} × {s.cols}", showarrow=False,
                           font=dict(color="#222222")))
         notes.append(dict(x=x0 + box / 2, y=-0.62, text=f"trace name: {s.name}", showarrow=False,
@@ -127,18 +147,33 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
             notes.append(dict(x=x0 + box + gap - 0.05, y=0, ax=x0 + box + 0.05, ay=0, xref="x", yref="y",
                               axref="x", ayref="y", showarrow=True, arrowhead=2, arrowwidth=2, text=""))
             notes.append(dict(x=x0 + box + gap / 2, y=0.17, text=arrows[i], showarrow=False))
-    # an invisible trace so hovering a box shows its exact shape
-    hover = go.Scatter(
-        x=[i * (box + gap) + box / 2 for i in range(len(parts))], y=[0] * len(parts), mode="markers",
-        marker=dict(size=40, opacity=0), customdata=[[s.name, s.rows, s.cols, s.what] for s in parts],
-        hovertemplate="%{customdata[3]}: %{customdata[1]} tokens × %{customdata[2]} numbers"
-                      "<br>trace name: %{customdata[0]}<extra></extra>", showlegend=False)
-    fig = go.Figure(hover, layout=dict(
-        title=f"Expand, activate, contract: layer {layer} with this sentence's shapes", shapes=shapes,
-        annotations=notes, plot_bgcolor="rgba(0,0,0,0)",
-        xaxis=dict(visible=False, range=[-0.4, len(parts) * (box + gap) - gap + 0.4]),
-        yaxis=dict(visible=False, range=[-0.75, 0.6])))
-    return style(fig, view.presenter, 260)
+    hover = _shape_hover([(i * (box + gap) + box / 2, 0) for i in range(len(parts))], parts)
+    return go.Figure(hover, layout=dict(shapes=shapes, annotations=notes,
+                                        xaxis=dict(visible=False, range=[-0.4, len(parts) * (box + gap) - gap + 0.4]),
+                                        yaxis=dict(visible=False, range=[-0.75, 0.6])))
+
+
+def _shapes_upright(view: View, parts: list[Stage], widest: int, arrows: list[str], colour: dict) -> go.Figure:
+    """The same, down a phone's screen: a bar per value, as wide as its numbers, its trace name under it, and the
+    weights that turn one into the next beside the arrow between them."""
+    shapes, notes = [], []
+    step, bar = 1.7, 0.6              # from one bar's top to the next's; a bar's height
+    for i, s in enumerate(parts):
+        top, half = i * step, 0.5 * max(s.cols / widest, 0.32)
+        shapes.append(dict(type="rect", x0=-half, x1=half, y0=top, y1=top + bar,
+                           line=dict(color=colour[s.name], width=2), fillcolor=colour[s.name], opacity=0.35))
+        notes.append(dict(x=0, y=top + bar / 2, text=f"<b>{s.what}</b><br>{s.rows} × {s.cols}", showarrow=False,
+                          font=dict(color="#222222")))
+        notes.append(dict(x=0, y=top + bar + 0.05, text=f"trace name: {s.name}", showarrow=False, yanchor="top",
+                          font=dict(color="#777777", size=11)))
+        if i < len(arrows):
+            notes.append(dict(x=0, y=top + step - 0.05, ax=0, ay=top + bar + 0.45, xref="x", yref="y", axref="x",
+                              ayref="y", showarrow=True, arrowhead=2, arrowwidth=2, text=""))
+            notes.append(dict(x=0.06, y=top + bar + 0.75, text=arrows[i], showarrow=False, xanchor="left"))
+    hover = _shape_hover([(0, i * step + bar / 2) for i in range(len(parts))], parts)
+    return go.Figure(hover, layout=dict(shapes=shapes, annotations=notes,
+                                        xaxis=dict(visible=False, range=[-0.55, 0.55]),
+                                        yaxis=dict(visible=False, range=[(len(parts) - 1) * step + bar + 0.4, -0.15])))
 
 
 # --------------------------------------------------------------------------------------------------

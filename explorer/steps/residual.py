@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from explorer import memo
-from explorer.plot import as_numpy, heatmap, labels, safe, style, token_label
+from explorer.plot import as_numpy, for_a_phone, heatmap, labels, safe, style, token_label
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
@@ -376,6 +376,7 @@ def block_layout(view: View) -> list[Box]:
 
 
 BOX_W, BOX_H, PLUS_PX = 1.2, 0.44, 26
+UPRIGHT_W, UPRIGHT_H = 0.72, 0.8      # a phone's: a box along the stream (down), and across it
 BOX_TRACE = {"x": "<br>trace name: blocks.{layer}.resid_pre", "mid": "<br>trace name: blocks.{layer}.resid_mid",
              "out": "<br>trace name: blocks.{layer}.resid_post", "attn": "<br>trace name: blocks.{layer}.attn.out",
              "mlp": "<br>trace name: blocks.{layer}.mlp.out"}
@@ -383,74 +384,100 @@ STREAM_BLUE, NORM_FILL, NORM_EDGE = "#4477AA", "#FFD166", "#B8860B"
 
 
 def block_figure(view: View, layer: int) -> go.Figure:
-    """One block as this model wires it: the stream along the top, sublayers as detours, norms in yellow."""
+    """One block as this model wires it: the stream along the top, sublayers as detours, norms in yellow. On a phone
+    (`view.phone`) the stream runs down the right side and the detours down the left, so the boxes keep their size.
+
+    Everything is placed in (along, across) coordinates: along the stream (`Box.x`), and across it (`Box.y`: 1 the
+    stream, 0 a detour); `at` turns them into the figure's (x, y), upright or not."""
     cfg = view.bundle.model.cfg
+    upright = view.phone
     boxes = block_layout(view)
-    at = {b.key: b for b in boxes}
+    by_key = {b.key: b for b in boxes}
+    along, across = (UPRIGHT_W, UPRIGHT_H) if upright else (BOX_W, BOX_H)
     notes: list[dict] = []           # annotations (arrows and labels), collected and added at once (faster)
     shapes: list[dict] = []
 
-    def edge(b: Box, side: int) -> float:            # x of a box's left (-1) or right (+1) edge; a + is a point
-        return b.x if b.key.startswith("add") else b.x + side * BOX_W / 2
+    def at(f: float, c: float) -> tuple[float, float]:          # (along, across) -> (x, y)
+        return (c, f) if upright else (f, c)
 
-    def arrow(x0, y0, x1, y1, stream=False, into_plus=False, from_plus=False):
+    def edge(b: Box, side: int) -> float:            # where a box begins (-1) or ends (+1) along the stream; a + is a point
+        return b.x if b.key.startswith("add") else b.x + side * along / 2
+
+    def arrow(f0, c0, f1, c1, stream=False, into_plus=False, from_plus=False):
+        (x0, y0), (x1, y1) = at(f0, c0), at(f1, c1)
         notes.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
                           showarrow=True, arrowhead=2, arrowsize=1 if stream else 1.2,
                           standoff=PLUS_PX / 2 + 1 if into_plus else 0,
                           startstandoff=PLUS_PX / 2 if from_plus else 0,
                           arrowwidth=4 if stream else 1.6, arrowcolor=STREAM_BLUE if stream else "#555555"))
 
-    def line(x0, y0, x1, y1):
-        shapes.append(dict(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="#555555", width=1.6)))
+    def area(f0, f1, c0, c1) -> dict:                # a shape's corners
+        (x0, y0), (x1, y1) = at(f0, c0), at(f1, c1)
+        return dict(x0=x0, x1=x1, y0=y0, y1=y1)
 
-    # the stream: every box on y=1, left to right, joined by thick blue arrows
+    def line(f0, c0, f1, c1):
+        shapes.append(dict(type="line", **area(f0, f1, c0, c1), line=dict(color="#555555", width=1.6)))
+
+    # the stream: every box on it, one after the other, joined by thick blue arrows
     on_stream = [b for b in boxes if b.y == 1]
     for a, b in zip(on_stream, on_stream[1:]):
         arrow(edge(a, 1), 1, edge(b, -1), 1, stream=True, into_plus=b.key.startswith("add"),
               from_plus=a.key.startswith("add"))
-    # each sublayer: branch off the stream after the box before it, run along y=0, come back up into its +
+    # each sublayer: branch off the stream after the box before it, run along the detour, come back into its +
     for plus, source in (("add1", "x"), ("add2", "mid")):
-        branch = [b for b in boxes if b.y == 0 and at[source].x < b.x < at[plus].x]
-        start = edge(at[source], 1) + 0.25
-        shapes.append(dict(type="circle", x0=start - 0.05, x1=start + 0.05, y0=0.95, y1=1.05, fillcolor="#555555",
+        branch = [b for b in boxes if b.y == 0 and by_key[source].x < b.x < by_key[plus].x]
+        start = edge(by_key[source], 1) + 0.25
+        shapes.append(dict(type="circle", **area(start - 0.05, start + 0.05, 0.95, 1.05), fillcolor="#555555",
                            line=dict(width=0)))
         line(start, 1, start, 0)
         arrow(start, 0, edge(branch[0], -1), 0)
         for a, b in zip(branch, branch[1:]):
             arrow(edge(a, 1), 0, edge(b, -1), 0)
-        line(edge(branch[-1], 1), 0, at[plus].x, 0)
-        arrow(at[plus].x, 0, at[plus].x, 1, into_plus=True)
+        line(edge(branch[-1], 1), 0, by_key[plus].x, 0)
+        arrow(by_key[plus].x, 0, by_key[plus].x, 1, into_plus=True)
     others = [b for b in boxes if not b.key.startswith("add")]       # the + are round markers, drawn below
     for b in others:
         is_norm = b.key in ("n1", "n2")
-        shapes.append(dict(type="rect", x0=b.x - BOX_W / 2, x1=b.x + BOX_W / 2, y0=b.y - BOX_H / 2,
-                           y1=b.y + BOX_H / 2, fillcolor=NORM_FILL if is_norm else "#E8EEF7",
+        shapes.append(dict(type="rect", **area(b.x - along / 2, b.x + along / 2, b.y - across / 2, b.y + across / 2),
+                           fillcolor=NORM_FILL if is_norm else "#E8EEF7",
                            line=dict(color=NORM_EDGE if is_norm else STREAM_BLUE, width=3 if is_norm else 1.5)))
-        notes.append(dict(x=b.x, y=b.y, text=f"<b>{b.label}</b>" if is_norm else b.label, showarrow=False,
-                          font=dict(color="#222222", size=15 if view.presenter else 13)))
-    notes.append(dict(x=0.1, y=1.45, text="the residual stream", showarrow=False, xanchor="left",
-                      font=dict(color=STREAM_BLUE)))
-    notes.append(dict(x=0.1, y=-0.42, text="sublayers read a copy and add their result back at the +",
-                      showarrow=False, xanchor="left", font=dict(color="#555555")))
+        x, y = at(b.x, b.y)
+        notes.append(dict(x=x, y=y, text=f"<b>{b.label}</b>" if is_norm else b.label, showarrow=False,
+                          font=dict(color="#222222", size=15 if view.presenter else 12 if upright else 13)))
+    end = max(b.x for b in boxes) + along / 2 + 0.1
+    if upright:                      # the words above the stream and under the detours
+        notes.append(dict(x=1, y=0, text="the residual stream", showarrow=False, yanchor="bottom",
+                          font=dict(color=STREAM_BLUE)))
+        notes.append(dict(x=-0.5, y=end, text="sublayers read a copy and add<br>their result back at the +",
+                          showarrow=False, xanchor="left", yanchor="top", font=dict(color="#555555")))
+    else:
+        notes.append(dict(x=0.1, y=1.45, text="the residual stream", showarrow=False, xanchor="left",
+                          font=dict(color=STREAM_BLUE)))
+        notes.append(dict(x=0.1, y=-0.42, text="sublayers read a copy and add their result back at the +",
+                          showarrow=False, xanchor="left", font=dict(color="#555555")))
     pluses = [b for b in boxes if b.key.startswith("add")]
+    plus_at, box_at = [at(b.x, 1) for b in pluses], [at(b.x, b.y) for b in others]
     data = [
-        go.Scatter(x=[b.x for b in pluses], y=[1] * len(pluses), mode="markers+text", text=["+"] * len(pluses),
+        go.Scatter(x=[x for x, _ in plus_at], y=[y for _, y in plus_at], mode="markers+text", text=["+"] * len(pluses),
                    textfont=dict(size=22 if view.presenter else 17, color="#222222"), showlegend=False,
                    marker=dict(size=PLUS_PX, color="white", line=dict(color="#555555", width=2)),
                    hovertemplate="+ : the sublayer's result is added to the stream<extra></extra>"),
         # invisible markers so hovering a box says what it is
-        go.Scatter(x=[b.x for b in others], y=[b.y for b in others], mode="markers", showlegend=False,
+        go.Scatter(x=[x for x, _ in box_at], y=[y for _, y in box_at], mode="markers", showlegend=False,
                    marker=dict(size=30, opacity=0),
                    customdata=[b.label.replace("<br>", ": ") + BOX_TRACE.get(b.key, "").format(layer=layer)
                                for b in others],
                    hovertemplate="%{customdata}<extra></extra>"),
     ]
     where = "no normalization" if cfg.norm == "none" else f"{cfg.norm_position}-norm, {NORM_NAMES[cfg.norm]}"
-    right = max(b.x for b in boxes) + BOX_W / 2 + 0.1
     fig = go.Figure(data, layout=dict(
         title=f"How block {layer} of this model is wired: {where}", plot_bgcolor="rgba(0,0,0,0)",
-        hovermode="closest", annotations=notes, shapes=shapes,
-        xaxis=dict(visible=False, range=[0, right]), yaxis=dict(visible=False, range=[-0.6, 1.6])))
+        hovermode="closest", annotations=notes, shapes=shapes))
+    if upright:                      # down the screen: 46 px per unit along the stream
+        fig.update_layout(xaxis=dict(visible=False, range=[-0.55, 1.55]),
+                          yaxis=dict(visible=False, range=[end + 1.1, -0.55]))
+        return for_a_phone(style(fig, view.presenter, round(46 * (end + 1.65)) + 60))
+    fig.update_layout(xaxis=dict(visible=False, range=[0, end]), yaxis=dict(visible=False, range=[-0.6, 1.6]))
     return style(fig, view.presenter, 300)
 
 

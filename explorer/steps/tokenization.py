@@ -17,7 +17,7 @@ from model.checkpoint import Bundle
 from model.tokenizers import UNK, BPETokenizer, CharTokenizer, Piece, Tokenizer, WordTokenizer
 
 from explorer import memo
-from explorer.plot import safe, style
+from explorer.plot import for_a_phone, safe, style
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
 
@@ -160,14 +160,15 @@ CHIP_COLOURS = {"known": ("#E3EEFA", "#4477AA"), "unknown": ("#FDDCC8", "#CC3311
 
 
 def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool = False,
-                 label_units: float = 0.0) -> go.Figure:
-    """Rows of token chips that wrap onto new lines; `rows` pairs a label (our own Plotly text) with chips.
+                 label_units: float = 0.0, phone: bool = False) -> go.Figure:
+    """Rows of token chips that wrap onto new lines; `rows` pairs a label (our own Plotly text) with chips. The
+    lines are as wide as the screen: a projector's (`presenter`: larger type), a phone's (`phone`) or a wide one's.
 
     Traces: "tokens" (chip texts), "subs" (the small line, e.g. ids), "hover", "labels" (row labels) and one
     filled outline per chip kind, "boxes known", "boxes unknown", ... (one polygon per chip, None between).
     Boxes are traces rather than layout shapes: a hundred shapes cost Plotly far more time to build.
     """
-    width = 60.0 if presenter else 92.0                 # character cells across the figure
+    width = 60.0 if presenter else 36.0 if phone else 92.0           # character cells across the figure
     centres_x, centres_y, texts, subs, hovers = [], [], [], [], []
     boxes = {kind: ([], []) for kind in CHIP_COLOURS}
     rules_x, rules_y, label_x, label_y, label_text = [], [], [], [], []
@@ -219,7 +220,8 @@ def chips_figure(rows: list[tuple[str, list[Chip]]], title: str, presenter: bool
     fig.update_yaxes(visible=False, range=[n_lines - 0.45, -0.55], fixedrange=True)
     # drawn lower on a projector's first screen, a chip still holds its two lines (big + small text, in pixels)
     fig.update_layout(meta=dict(min_height=130 + round((big + small) * 1.45) * n_lines))
-    return style(fig, presenter, 70 + 52 * n_lines)
+    fig = style(fig, presenter, 70 + 52 * n_lines)
+    return for_a_phone(fig) if phone else fig
 
 
 def piece_chip(piece: Piece, position: int, tok: Tokenizer) -> Chip:
@@ -238,7 +240,7 @@ def sentence_figure(v: View) -> go.Figure:
     chips = [piece_chip(p, i, tok) for i, p in enumerate(v.prepared.pieces)]
     n = len(chips)
     return chips_figure([("", chips)], f"Your sentence as {n} token{'s' * (n != 1)} (token id under each piece)",
-                        v.presenter)
+                        v.presenter, phone=v.phone)
 
 
 # --- the comparison tokenizers ---------------------------------------------------------------
@@ -289,7 +291,7 @@ def comparison_pieces(tokenizers: dict[str, Tokenizer], text: str) -> dict[str, 
 
 
 def comparison_figure(tokenizers: dict[str, Tokenizer], cut: dict[str, list[Piece]], model_kind: str,
-                      presenter: bool = False) -> go.Figure:
+                      presenter: bool = False, phone: bool = False) -> go.Figure:
     """The same text under word, character and BPE tokenizers (`cut` from comparison_pieces): one row each."""
     rows = []
     for kind in KINDS:
@@ -301,7 +303,7 @@ def comparison_figure(tokenizers: dict[str, Tokenizer], cut: dict[str, list[Piec
         star = " ★" if kind == model_kind else ""
         rows.append((f"<b>{KIND_NAMES[kind]}{star}</b><br>{len(pieces)} tokens", chips))
     return chips_figure(rows, "The same text cut three ways (★ = the tokenizer this model uses)", presenter,
-                        label_units=11.0 if presenter else 10.0)
+                        label_units=11.0 if presenter else 10.0, phone=phone)
 
 
 # --- BPE merges, replayed -----------------------------------------------------------------
@@ -352,7 +354,7 @@ def merge_steps(bpe: BPETokenizer, word: str) -> list[MergeStep]:
 
 
 def merges_figure(steps: list[MergeStep], upto: int, final_ids: list[int] | None = None,
-                  presenter: bool = False) -> go.Figure:
+                  presenter: bool = False, phone: bool = False) -> go.Figure:
     """Steps 0..upto of a word's merges, one row each; the newly merged symbol is highlighted."""
     shown = [0, *range(max(1, upto - MAX_MERGE_ROWS + 2), upto + 1)]
     rows = []
@@ -373,7 +375,7 @@ def merges_figure(steps: list[MergeStep], upto: int, final_ids: list[int] | None
         label = f"step {s}" + (" (bytes)" if s == 0 else "") + (" = final" if s == len(steps) - 1 and s else "")
         rows.append((label, chips))
     return chips_figure(rows, f"BPE merges, step {upto} of {len(steps) - 1}", presenter,
-                        label_units=12.0 if presenter else 11.0)
+                        label_units=12.0 if presenter else 11.0, phone=phone)
 
 
 def merge_caption(steps: list[MergeStep], upto: int) -> str:
