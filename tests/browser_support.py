@@ -115,15 +115,13 @@ def on_screen(locator) -> float:
 FINGERTIP = 44           # px: the least height of a control a phone's user taps (WCAG 2.5.5, Apple's and Google's guides)
 
 # The controls a finger taps, shown and lower than `least` px, inside `within` (a CSS selector): buttons (a help
-# mark's, a popover's, a tab), a radio's choices, a toggle or checkbox, a select box, a panel's header, a page link.
-# Left out: the buttons plotly.js draws in a chart's toolbar (a hover toolbar), and a select box's arrow (the box
-# around it is the target).
+# mark's, a select box's, a popover's, a tab), a radio's choices, a toggle or checkbox, a panel's header, a page link.
+# Left out: the buttons of a chart's toolbar (plotly.js shows it on hover, over the chart).
 SMALL_TARGETS = """([within, least]) => {
-  const controls = 'button, [data-testid=stRadio] label, [data-testid=stCheckbox] label, [data-baseweb=select] > div, '
-                 + 'summary, [data-testid=stPageLink-NavLink]';
+  const controls = 'button, [data-testid=stRadio] label, [data-testid=stCheckbox] label, summary, '
+                 + '[data-testid=stPageLink-NavLink]';
   return [...document.querySelectorAll(within)].flatMap(place => [...place.querySelectorAll(controls)])
-    .filter(e => e.offsetParent !== null && !e.closest('.js-plotly-plot')
-                 && !(e.tagName === 'BUTTON' && e.closest('[data-baseweb=select]')))
+    .filter(e => e.offsetParent !== null && !e.closest('.js-plotly-plot'))
     .map(e => ({what: (e.innerText || e.getAttribute('aria-label') || e.getAttribute('title') || e.tagName).trim().slice(0, 40),
                 height: Math.round(e.getBoundingClientRect().height)}))
     .filter(t => t.height > 0 && t.height < least);

@@ -68,9 +68,9 @@ h3 { font-size: 1.4rem !important; }
 # A phone (a window 640 px wide or less, where Streamlit stacks columns and the chart component fits a chart to a
 # phone): the small first screen's rules, little empty space above a smaller title and in the class box, a page's
 # pickers side by side however narrow (explorer/app/layout.py, `picker_row`), the column of a page's main chart first
-# (`main_chart`), and every button, tab, radio
-# choice, toggle and panel header at least 44 px high, a fingertip's size (tests/test_browser_phone_charts.py
-# measures them). A help mark keeps its size and gets a 44 px target around it. The server folds the words of a
+# (`main_chart`), and every button, tab, radio choice, toggle and panel header at least 44 px high, a fingertip's size
+# (tests/test_browser_phone_charts.py measures them): a help mark keeps its size with a 44 px target around it, a
+# chart's hover toolbar keeps its own. The server folds the words of a
 # phone's pages (its User-Agent says it is a phone: explorer/app/state.py, `on_a_phone`).
 NARROW = 640
 PHONE_CSS = f"""<style>
@@ -81,10 +81,12 @@ h1 { font-size: 1.75rem !important; padding: 0.25rem 0 !important; }
 .st-key-class_box { padding: 0.5rem; gap: 0.5rem; }
 .st-key-class_box p { font-size: 0.875rem; }
 .st-key-pickers [data-testid="stColumn"] { min-width: 0; }
-.stApp [data-testid^="stBaseButton"], .stApp [data-testid="stPopoverButton"], .stApp [role="tab"],
-.stApp [data-testid="stExpander"] summary, .stApp [data-testid="stPageLink-NavLink"] { min-height: 44px; }
+.stApp [data-testid="stMain"] button, .stApp [data-testid="stHeader"] button, .stApp [role="tab"], .stApp summary,
+.stApp [data-testid="stPageLink-NavLink"] { min-height: 44px; }
+.stApp [data-testid="stHeader"] button { min-width: 44px; }
 .stApp [data-testid="stRadio"] label, .stApp [data-testid="stCheckbox"] label { min-height: 44px; align-items: center; }
-.stApp [data-testid="stTooltipHoverTarget"] { padding: 14px; margin: -14px; }
+.stApp [data-testid="stTooltipIcon"] button { min-height: 0; padding: 14px; margin: -14px; }
+.stApp .js-plotly-plot button { min-height: 0; }
 [data-testid="stColumn"]:has(.st-key-main_chart) { order: -1; }
 }
 </style>"""
