@@ -106,9 +106,10 @@ def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str) ->
 # --- what each first screen shows at a step -----------------------------------------------------------------
 
 def teachers_screen(teacher: Watched, main) -> dict:
-    """The share of the step's main chart and of the class box on the teacher's window."""
+    """The share of the step's main chart and of the class box on the teacher's window, and the open tab."""
     seen = first_screen(teacher.page, *main) if main else None
-    return {"chart": None if main is None else (seen or {"share": 0.0})["share"], "box": on_screen(teacher.box())}
+    return {"chart": None if main is None else (seen or {"share": 0.0})["share"], "box": on_screen(teacher.box()),
+            "tab": (seen or {}).get("open")}
 
 
 def phones_screen(student: Watched, main) -> dict | None:
@@ -121,7 +122,7 @@ def phones_screen(student: Watched, main) -> dict | None:
             state: document.querySelector('[data-test-script-state]').dataset.testScriptState,
             titles: [...document.querySelectorAll('.explorer-chart .gtitle')].map(t => t.textContent),
             headings: [...document.querySelectorAll('[data-testid=stMain] h1')].map(h => h.textContent)})""")}
-    return {"top": seen["top"], "height": seen["height"], "share": seen["share"]}
+    return {"top": seen["top"], "height": seen["height"], "share": seen["share"], "tab": seen["open"]}
 
 
 def phone_misses(seen: dict | None, screen: int) -> bool:
@@ -134,8 +135,10 @@ def phone_misses(seen: dict | None, screen: int) -> bool:
 
 
 def misses(row: dict) -> list[str]:
-    """What a step's first screens miss of the targets."""
-    out = []
+    """What a step's first screens miss of the targets (a screen on another tab than the step's misses them all)."""
+    screens = [("the teacher", row["teacher"]), *((f"phone {n + 1}", seen) for n, seen in enumerate(row["phones"]))]
+    out = [f"{who} shows the tab {seen.get('tab')!r}" for who, seen in screens
+           if row["tab"] and seen and "missing" not in seen and seen.get("tab") != row["tab"]]
     if row["teacher"]["chart"] is not None and row["teacher"]["chart"] < 0.999:
         out.append(f"the teacher sees {row['teacher']['chart']:.0%} of the chart")
     if row["teacher"]["box"] < 0.999:
@@ -194,7 +197,7 @@ def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_
                     raise AssertionError(f"{student.who} did not follow to {where}: {student.problems}") from lost
                 wait_until_run(student.page)
             main = main_element(step.page, label)
-            rows.append({"where": where, "chart": main is not None, "teacher": teachers_screen(teacher, main),
+            rows.append({"where": where, "chart": main is not None, "tab": label, "teacher": teachers_screen(teacher, main),
                          "phones": [phones_screen(student, main) for student in students]})
             if step.question is not None:
                 rows[-1]["question"] = answer_and_reveal(teacher, students, step.question.prompt)

@@ -34,8 +34,8 @@ def page_header(slug: str, view: View, encoder_decoder: bool = False) -> None:
     (`encoder_decoder`)."""
     st.html(page_css(view.presenter, bool(st.session_state.get("high_contrast"))))
     figure_format_picker()
-    _page.named_inside = set()
-    if view.presenter:      # a projector's first screen: the page's pickers and the explanation's button beside the title
+    _page.named_inside = []           # the places of pickers that say their name inside their box
+    if view.presenter:      # a projector's first screen: the pickers and the explanation's button beside the title
         row = st.container(horizontal=True, vertical_alignment="center", key="title_row")
         row.title(BY_SLUG[slug].title, width="content")
         _page.pickers = row.container(width="stretch")
@@ -267,14 +267,14 @@ def picker_row(spec: list, beside_the_title: bool = True, **columns) -> list:
     else:
         places = st.container(key="pickers").columns(spec, wrap=False, **columns)
     if title_row is not None:
-        _page.named_inside.update(id(p) for p in places)
+        _page.named_inside += places
     return places
 
 
 def picker_label(label: str, where, show=str) -> dict:
     """A picker's label and how it shows a value, as selectbox arguments: its name inside its box when it stands in
     a presenter's `picker_row` (a screen reader still hears the name), else above it."""
-    if id(where) in getattr(_page, "named_inside", ()):
+    if any(where is place for place in getattr(_page, "named_inside", ())):
         return {"label_visibility": "collapsed", "format_func": lambda value: f"{label} {show(value)}"}
     return {"format_func": show}
 
@@ -356,7 +356,8 @@ def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st
 def token_picker(view: View, where=st, label: str = "Token") -> int:
     """Pick one position of the sentence; returns its index."""
     tokens = view.tokens
-    return where.selectbox(label, range(len(tokens)), key="token", **picker_label(label, where, lambda i: f"{i}: {tokens[i]}"))
+    return where.selectbox(label, range(len(tokens)), key="token",
+                           **picker_label(label, where, lambda i: f"{i}: {tokens[i]}"))
 
 
 def _look_at(position: int, whatif_key: str) -> None:
