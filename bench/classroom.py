@@ -48,12 +48,12 @@ def run(report: Report | None = None, students: int = 60, gpt2_students: int = 3
 
 def teacher_of(lesson: str = "attention-in-ten-minutes", steps=None):
     """A teacher's app that started a class on a ready lesson (or on `steps`, a lesson built in the app)."""
-    from explorer.app import classroom as C
+    from explorer.app import classroom
     from explorer.registry import BY_SLUG
 
     teacher = open_app(BY_SLUG["class"].file)
     if steps is not None:
-        teacher.session_state[C.DRAFT] = list(steps)
+        teacher.session_state[classroom.DRAFT] = list(steps)
         teacher.session_state["lesson_title"] = "A class on GPT-2"
         teacher.run()
         lesson = "mine"
@@ -93,9 +93,9 @@ def next_step(teacher) -> float:
 def follow(crowd: list, polls: list[str], step: int, teacher_cpu: float) -> dict:
     """Every student's poll in the second after the teacher's Next (random arrivals, queued by CPU time after the
     teacher's run); returns each student's wait, CPU and wall time, and the full runs each follow cost."""
-    from explorer.app import classroom as C
+    from explorer.app import classroom
 
-    arrivals = sorted((random.uniform(0, C.POLL_SECONDS), n) for n in range(len(crowd)))
+    arrivals = sorted((random.uniform(0, classroom.POLL_SECONDS), n) for n in range(len(crowd)))
     clock, out = teacher_cpu, {"waits": [], "cpus": [], "walls": [], "full_runs": []}
     for arrival, n in arrivals:
         start, cpu = time.perf_counter(), time.process_time()
@@ -106,7 +106,7 @@ def follow(crowd: list, polls: list[str], step: int, teacher_cpu: float) -> dict
         out["cpus"].append(used)
         out["waits"].append(clock)
         out["full_runs"].append(runs)
-        assert crowd[n].session_state[C.STEP] == step, "a student did not follow the teacher"
+        assert crowd[n].session_state[classroom.STEP] == step, "a student did not follow the teacher"
         assert not crowd[n].exception, crowd[n].exception
     return out
 
@@ -129,9 +129,8 @@ def answer_together(store, code: str, seats: list[str], step: int = QUESTION) ->
 
 
 def teacher_lesson_page(step: int, lesson: str = "attention-in-ten-minutes") -> str:
-    from explorer import lessons as L
-
-    return L.ready_lessons()[lesson].steps[step].page
+    from explorer import lessons
+    return lessons.ready_lessons()[lesson].steps[step].page
 
 
 def merged(results: list[dict]) -> dict:
@@ -146,14 +145,14 @@ def ms(seconds: float) -> str:
 
 
 def one_class(report: Report, students: int) -> None:
-    from explorer.app import classroom as C
+    from explorer.app import classroom
 
     before = rss_mb(os.getpid())
     teacher = teacher_of()
-    code = teacher.session_state[C.CODE]
+    code = teacher.session_state[classroom.CODE]
     crowd = join(code, students)
     polls = [poll_of(at) for at in crowd]
-    report.line(AREA, f"{C.store().present(code)} of {students} students joined class {code}; server memory "
+    report.line(AREA, f"{classroom.store().present(code)} of {students} students joined class {code}; server memory "
                       f"{rss_mb(os.getpid()) - before:,.0f} MB more than before the class")
     report.record("classroom.memory_mb", rss_mb(os.getpid()))
 
@@ -163,7 +162,7 @@ def one_class(report: Report, students: int) -> None:
     m = merged(moves)
     report.line(AREA, f"following the teacher's Next, {students} students, {MOVES} moves: median "
                       f"{statistics.median(m['waits']):.2f} s, p95 {p95(m['waits']):.2f} s, slowest {max(m['waits']):.2f} s "
-                      f"(poll every {C.POLL_SECONDS:g} s)")
+                      f"(poll every {classroom.POLL_SECONDS:g} s)")
     report.line(AREA, f"a follow (the poll and the full run it asks for): {ms(statistics.median(m['cpus']))} of CPU "
                       f"(median), {ms(statistics.median(m['walls']))} of wall time in AppTest; full runs per follow: "
                       f"{min(m['full_runs'])}-{max(m['full_runs'])}")
@@ -172,17 +171,17 @@ def one_class(report: Report, students: int) -> None:
         f"{pages[n]} to {pages[n + 1]} {ms(statistics.median(move['cpus']))} of CPU, {max(move['full_runs'])} full "
         f"run{'s' * (max(move['full_runs']) > 1)}" for n, move in enumerate(moves)))
     report.line(AREA, f"an idle poll (the teacher did not move): {ms(statistics.median(idle))} of CPU (median); "
-                      f"{students} students' polls take {statistics.median(idle) * students / C.POLL_SECONDS:.0%} "
+                      f"{students} students' polls take {statistics.median(idle) * students / classroom.POLL_SECONDS:.0%} "
                       f"of one core")
     report.record("classroom.follow_p95_s", p95(m["waits"]))
     report.record("classroom.follow_full_runs", max(m["full_runs"]))
     report.record("classroom.idle_poll_ms", statistics.median(idle) * 1000)
 
-    seats = [at.session_state[C.SEAT] for at in crowd]
+    seats = [at.session_state[classroom.SEAT] for at in crowd]
     start = time.perf_counter()
-    sent = answer_together(C.store(), code, seats)
+    sent = answer_together(classroom.store(), code, seats)
     took = time.perf_counter() - start
-    counted = sum(C.store().tally(code, QUESTION).values())
+    counted = sum(classroom.store().tally(code, QUESTION).values())
     report.line(AREA, f"{students} answers sent together: {sent} accepted, {counted} counted, in {took * 1000:.0f} ms")
     report.record("classroom.answers_counted", counted == students == sent)
 
@@ -192,12 +191,11 @@ def one_class(report: Report, students: int) -> None:
 
 def gpt2_lesson(sentence: str):
     """Two steps: the ready lesson's first (tinytales), then GPT-2's attention on `sentence`."""
-    from explorer import lessons as L
-
-    first = json.loads(L.ready_lessons()["attention-in-ten-minutes"].to_json())["steps"][0]
+    from explorer import lessons
+    first = json.loads(lessons.ready_lessons()["attention-in-ten-minutes"].to_json())["steps"][0]
     gpt2 = {"page": "attention", "tab": "who-looks", "view": {"model": "gpt2", "text": sentence, "layer": 5, "head": 3},
             "note": "GPT-2: which earlier word does this head read?"}
-    return L.parse(json.dumps({"title": "A class on GPT-2", "steps": [first, gpt2]})).steps
+    return lessons.parse(json.dumps({"title": "A class on GPT-2", "steps": [first, gpt2]})).steps
 
 
 class TraceCounter:
@@ -223,7 +221,7 @@ class TraceCounter:
 def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> None:
     """`students` follow the teacher onto a GPT-2 step (GPT-2 picked once before class, as the README advises);
     then `everyone` are on it, for the memory."""
-    from explorer.app import classroom as C
+    from explorer.app import classroom
     from explorer.app import models
     from model import hub
 
@@ -239,14 +237,14 @@ def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> No
             open_app(None, timeout=180, model="gpt2", text="Before class, the teacher opens GPT-2 once.")
             loaded = time.perf_counter() - start
             teacher = teacher_of(steps=gpt2_lesson(SENTENCE))
-            code = teacher.session_state[C.CODE]
+            code = teacher.session_state[classroom.CODE]
             crowd = join(code, students, prefix="gpt2 student")
             polls = [poll_of(at) for at in crowd]
             with TraceCounter() as traces:
                 moved = follow(crowd, polls, 1, next_step(teacher))
             late = join(code, everyone - students, prefix="late student")
             memory = rss_mb(os.getpid())
-            assert all(at.session_state[C.STEP] == 1 for at in late)
+            assert all(at.session_state[classroom.STEP] == 1 for at in late)
         finally:
             models.CACHE_DIR = None
     distinct = len(set(traces.keys))

@@ -62,8 +62,3 @@ def bundled_view(name: str) -> View:
 
 def lab_view(label: str, text: str = LAB_TEXT) -> View:
     return view_of(lab_bundle(**LAB[label]), text)
-
-
-def every_view() -> dict[str, View]:
-    """The bundled models on their sentences and every lab setting on the probe sentence."""
-    return {**{name: bundled_view(name) for name in SENTENCES}, **{label: lab_view(label) for label in LAB}}

@@ -13,9 +13,8 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
-from explorer import lessons as L
-
-LESSONS = L.ready_lessons()
+from explorer import lessons
+LESSONS = lessons.ready_lessons()
 STUDENTS = ("Ada", "<b>Bob</b>")          # a name is plain text on the teacher's screen, never markup
 # Streamlit's frontend asks `<page>/_stcore/health` and `host-config` before it finds the server's root: a 404 each,
 # logged by the browser, whatever the app does.
@@ -50,7 +49,7 @@ class Watched:
         assert shown.count() == 0, f"{self.who} at {where}: an exception on the page: {shown.first.inner_text()[:300]}"
 
 
-def start_class(teacher: Watched, app_url: str, lesson: L.Lesson) -> str:
+def start_class(teacher: Watched, app_url: str, lesson: lessons.Lesson) -> str:
     """The teacher picks the lesson on the class page and starts a class; returns the join code."""
     page = teacher.page
     open_view(page, app_url, "class", presenter=1)

@@ -17,9 +17,9 @@ EXPERIMENT = "sort: does it generalise to longer lists?"
 def numbers_in(sentence: str) -> dict:
     """The claims of a length sentence, read back: the trained range, the share at those lengths, each
     "N% at L", and each "0% from A to B digits"."""
-    head = re.match(r"Trained on lists of (\d+) to (\d+) digits: (\d+)% exact at those lengths", sentence)
-    return {"trained": (int(head[1]), int(head[2])), "inside": int(head[3]),
-            "at": {int(length): int(share) for share, length in re.findall(r"(\d+)% at (\d+)", sentence)},
+    head = re.match(r"Trained on lists of (\d+) to (\d+) digits: ([\d.]+)% exact at those lengths", sentence)
+    return {"trained": (int(head[1]), int(head[2])), "inside": float(head[3]),
+            "at": {int(length): float(share) for share, length in re.findall(r"([\d.]+)% at (\d+)", sentence)},
             "none": [(int(a), int(b)) for a, b in re.findall(r"0% from (\d+) to (\d+) digits", sentence)]}
 
 

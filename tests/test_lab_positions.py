@@ -6,8 +6,11 @@ than their 1,500 steps (800; measured: 99% with positions, 0% without); held-out
 """
 from dataclasses import replace
 
-from explorer.lab.training import PRESETS, exact_match, new_run, reversal_score
-from model.corpora import digit_reversal_examples
+import torch
+
+from explorer.lab.training import PRESETS, new_run
+from model import generate
+from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
 
 
 def trained(preset: str, steps: int = 800):
@@ -16,6 +19,29 @@ def trained(preset: str, steps: int = 800):
     while not run.finished:
         run.trainer.step(min(100, steps - run.steps_done))
     return run
+
+
+def exact_match(model, tokenizer, examples: list[str]) -> float:
+    """The share of "<question> > <answer>" examples whose greedy completion after ">" is exactly the answer, read from
+    one teacher-forced pass per shape with the model's own exact match (model/generate.py `exact_match`)."""
+    by_shape: dict[tuple[int, int], list[list[int]]] = {}
+    for example in examples:
+        question, answer = example.split(" > ")
+        prompt, want = tokenizer.encode(question + " >"), tokenizer.encode(answer)
+        by_shape.setdefault((len(prompt), len(want)), []).append(prompt + want)
+    right = 0.0
+    for (n_prompt, _), rows in by_shape.items():
+        ids = torch.tensor(rows)                                                      # (B, T)
+        labels = ids[:, 1:].clone()                                                   # (B, T-1)
+        labels[:, :n_prompt - 1] = -100                                               # only the answer counts
+        with torch.no_grad():
+            right += generate.exact_match(model.predict(ids[:, :-1]), labels) * len(rows)
+    return right / len(examples)
+
+
+def reversal_score(run, n: int = 200) -> float:
+    """Exact match on n held-out reversal lists (another seed than training and validation)."""
+    return exact_match(run.model, run.tokenizer, digit_reversal_examples(n, seed=REVERSAL_TEST_SEED))
 
 
 def test_without_positions_the_model_cannot_reverse_and_with_them_it_can():

@@ -7,12 +7,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from conftest import APP, page_text
-from explorer import lessons as L
+from explorer import lessons
 from explorer.registry import BY_SLUG
 from model.checkpoint import load_bundled
 
 
-def open_step(step: L.LessonStep) -> AppTest:
+def open_step(step: lessons.LessonStep) -> AppTest:
     """Run the app on a lesson step as its link would open it, with the page's own fields set (AppTest opens the
     home page first, so the tab is set as a click on it would)."""
     at = AppTest.from_file(APP, default_timeout=60)
@@ -30,18 +30,18 @@ def open_step(step: L.LessonStep) -> AppTest:
 
 
 def test_three_ready_lessons_ship_and_read_back_as_themselves():
-    ready = L.ready_lessons()
+    ready = lessons.ready_lessons()
     assert len(ready) >= 3
     assert {lesson.title for lesson in ready.values()} >= {"Attention in ten minutes", "How a transformer learns"}
     for lesson in ready.values():
-        assert L.parse(lesson.to_json()) == lesson
+        assert lessons.parse(lesson.to_json()) == lesson
         assert any(step.question for step in lesson.steps) and all(step.note for step in lesson.steps)
 
 
-@pytest.mark.parametrize("name, n", [(name, n) for name, lesson in L.ready_lessons().items()
+@pytest.mark.parametrize("name, n", [(name, n) for name, lesson in lessons.ready_lessons().items()
                                      for n in range(len(lesson.steps))])
 def test_every_step_of_a_ready_lesson_renders_the_view_it_names(name, n):
-    step = L.ready_lessons()[name].steps[n]
+    step = lessons.ready_lessons()[name].steps[n]
     at = open_step(step)
     assert not at.exception, at.exception
     state = at.session_state
@@ -61,9 +61,9 @@ def test_every_step_of_a_ready_lesson_renders_the_view_it_names(name, n):
 def test_a_next_word_question_offers_the_models_likeliest_words_and_its_top_guess_is_the_answer(text, position):
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(text)
-    asked = L.next_word_question(bundle, ids, position, "Which word?")
+    asked = lessons.next_word_question(bundle, ids, position, "Which word?")
     probs = torch.softmax(bundle.model.run(ids)["logits"][0, position].double(), -1)
-    top = probs.topk(L.OPTIONS)
+    top = probs.topk(lessons.OPTIONS)
     vocab = bundle.tokenizer.vocab
     assert asked.answer == vocab[int(probs.argmax())]
     assert list(asked.options) == sorted(vocab[int(i)] for i in top.indices)            # order gives nothing away
@@ -85,7 +85,7 @@ def changed(**steps) -> bytes:
     (b"[1, 2]", "needs a title and a list of steps"),
     (json.dumps({"title": "t", "steps": []}).encode(), "1 to 60 steps"),
     (json.dumps({"title": "t", "steps": [good()["steps"][0]] * 61}).encode(), "1 to 60 steps"),
-    (b" " * (L.MAX_BYTES + 1), "larger than a lesson"),
+    (b" " * (lessons.MAX_BYTES + 1), "larger than a lesson"),
     (json.dumps({"title": 5, "steps": good()["steps"]}).encode(), "The title should be text"),
     (changed(page="nowhere"), "names no page"),
     (changed(page=["attention"]), "names no page"),
@@ -101,12 +101,12 @@ def changed(**steps) -> bytes:
     (changed(extra=1), "fields a lesson does not use: extra"),
 ])
 def test_a_file_that_is_not_a_lesson_gets_a_clear_message(data, said):
-    with pytest.raises(L.LessonError) as error:
-        L.parse(data)
+    with pytest.raises(lessons.LessonError) as error:
+        lessons.parse(data)
     assert said in str(error.value)
 
 
 def test_html_in_a_lesson_stays_text_and_a_missing_title_gets_a_name():
-    lesson = L.parse(changed(note="<script>alert(1)</script>", view={"text": "<b>the</b> cat"}))
+    lesson = lessons.parse(changed(note="<script>alert(1)</script>", view={"text": "<b>the</b> cat"}))
     assert lesson.steps[0].note == "<script>alert(1)</script>" and lesson.steps[0].view["text"] == "<b>the</b> cat"
-    assert L.parse(json.dumps({"steps": good()["steps"]})).title == "Untitled lesson"
+    assert lessons.parse(json.dumps({"steps": good()["steps"]})).title == "Untitled lesson"

@@ -24,9 +24,11 @@ from explorer.classroom import open_store
 from explorer.classroom.store import Position, TooMany, WrongKey, normalise_code
 from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_link, from_link,
                               next_word_question, parse, step_from_view)
+from explorer.numbers import percent
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
+from . import cache
 from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
@@ -50,12 +52,7 @@ def role() -> str | None:
 def lesson() -> Lesson | None:
     """The lesson this session walks or teaches."""
     raw = st.session_state.get(LESSON)
-    return None if raw is None else _parsed(raw)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _parsed(raw: str) -> Lesson:
-    return parse(raw)
+    return None if raw is None else cache.for_the_class(("parsed", raw), lambda: parse(raw))
 
 
 def parse_stored(raw: dict) -> Lesson:
@@ -63,14 +60,15 @@ def parse_stored(raw: dict) -> Lesson:
     return parse(json.dumps(raw))
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
 def _class_lesson(code: str, version: str) -> Lesson:
     """Class `code`'s lesson, read from the store and parsed once per class and version (shared by every session
     in the class; never changed by a caller)."""
-    raw = store().lesson(code)
-    if raw is None:
-        raise LookupError(code)             # not cached: the class is gone
-    return parse_stored(raw)
+    def read() -> Lesson:
+        raw = store().lesson(code)
+        if raw is None:
+            raise LookupError(code)         # not kept: the class is gone
+        return parse_stored(raw)
+    return cache.for_the_class(("class lesson", code, version), read)
 
 
 def current(code: str) -> tuple[Position, Lesson] | None:
@@ -287,11 +285,6 @@ def lesson_link(lesson_: Lesson) -> str:
 # --- the question of a step ----------------------------------------------------------------------------------
 
 
-@st.cache_resource(max_entries=64)
-def _asked(key: str, ids: tuple, position: int, prompt: str, _bundle) -> Asked:
-    return next_word_question(_bundle, list(ids), position, prompt)
-
-
 def asked(step: LessonStep, name: str, text: str) -> Asked | None:
     """The step's question as the class sees it, answered by the step's model (None: no question, or no model)."""
     if step.question is None:
@@ -304,12 +297,8 @@ def asked(step: LessonStep, name: str, text: str) -> Asked | None:
     except (KeyError, ValueError, OSError):
         return None
     position = min(int(step.view.get("token", len(ids) - 1)), len(ids) - 1)
-    return _asked(model_key(name, bundle.model), tuple(ids), position, step.question.prompt, bundle)
-
-
-def percent(p: float) -> str:
-    """A probability as a percentage a class can read: '99.9%', '0.1%', '< 0.1%' (never a bare 0)."""
-    return f"{p:.1%}" if p >= 0.0005 else "< 0.1%"
+    key = ("asked", model_key(name, bundle.model), tuple(ids), position, step.question.prompt)
+    return cache.for_the_class(key, lambda: next_word_question(bundle, list(ids), position, step.question.prompt))
 
 
 def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:

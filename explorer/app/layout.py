@@ -165,7 +165,7 @@ def figure_json(fig, template: dict) -> str:
 
 
 def once_per_figure(fig, what: tuple, make: Callable):
-    """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.figure`: shared by
+    """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.per_view`: shared by
     every visitor and never changed; what is made is kept on the figure and goes with it), so many visitors on one
     view (a class) pay for its JSON and its sentence once; any other figure, every time."""
     drawn = getattr(fig, "_drawn", None)

@@ -323,7 +323,7 @@ def _map_figure(v: View, trace, label_all: bool) -> go.Figure:
 
 def map_figure(v: View, label_all: bool = False) -> go.Figure:
     """pca_figure of the model's map for the view's sentence, built once per sentence."""
-    return memo.figure(_map_figure, v, label_all)
+    return memo.per_view(_map_figure, v, label_all)
 
 
 def pca_note(v: View, pca: Pca) -> str:

@@ -534,7 +534,7 @@ def _lens(view: View, trace, with_mid: bool) -> Lens:
 
 def lens_of(view: View, with_mid: bool) -> Lens:
     """logit_lens of the view's sentence, once per sentence (GPT-2: 25 unembeddings of 50,257 scores each)."""
-    return memo.figure(_lens, view, with_mid)
+    return memo.per_view(_lens, view, with_mid)
 
 
 def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
@@ -543,7 +543,7 @@ def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
 
 def lens_chart(view: View, with_mid: bool) -> go.Figure:
     """lens_figure of the view's sentence, built once per sentence."""
-    return memo.figure(_lens_chart, view, with_mid)
+    return memo.per_view(_lens_chart, view, with_mid)
 
 
 def lens_in_words(view: View, lens: Lens, position: int = -1) -> str:
