@@ -3,12 +3,12 @@ import math
 
 
 def percent(p: float, digits: int = 3) -> str:
-    """`p` as a percentage with `digits` significant digits and at least one decimal ("99.9%", "0.0123%"); exactly 0
-    or 1 is "0%" or "100%", and nothing else ever reads so: it gets more decimals (up to 6) until it does not."""
+    """`p` as a percentage with `digits` significant digits ("99.9%", "50.0%", "0.0123%"); exactly 0 or 1 is "0%" or
+    "100%", and nothing else ever reads so: it gets more decimals (up to 6) until it does not."""
     x = 100 * p
     if p in (0, 1):
         return f"{x:.0f}%"
-    decimals = 1 if x <= 0 else max(1, digits - 1 - math.floor(math.log10(x)))
+    decimals = max(0, digits - 1 - math.floor(math.log10(x)))
     while 0 < p < 1 and decimals < 6 and float(f"{x:.{decimals}f}") in (0.0, 100.0):
         decimals += 1
     return f"{x:.{decimals}f}%"

@@ -160,7 +160,7 @@ def test_the_embedding_texts_count_the_matrix_they_describe(key):
     v = view(key)
     cfg = v.bundle.model.cfg
     W = embedding.embedding_matrix(v)
-    V, D = whatif.shape
+    V, D = W.shape
     assert (V, D) == (v.bundle.tokenizer.vocab_size, cfg.d_model)
     text = embedding.intro(v)
     assert f"vector of {D} numbers" in text and f"({V} rows)" in text and f"({D} columns)" in text
@@ -206,7 +206,7 @@ GROUPS = {"animal": ["bear", "bird", "cat", "cow", "dog", "duck", "fox", "frog",
 
 def nearest_rows(W: torch.Tensor, i: int, k: int) -> list[int]:
     """The k rows of W nearest to row i by cosine (itself left out), in double precision."""
-    Wd = whatif.double()
+    Wd = W.double()
     cos = Wd @ Wd[i] / (Wd.norm(dim=1) * Wd[i].norm())
     cos[i] = -2
     return cos.topk(k).indices.tolist()
@@ -225,7 +225,7 @@ def test_animals_close_to_animals_and_feelings_close_to_feelings_is_said_only_wh
     else:
         v = view(key)
     tok, W = v.bundle.tokenizer, embedding.embedding_matrix(v)
-    V = whatif.shape[0]
+    V = W.shape[0]
     text = " ".join(embedding.intro(v).split())
     close, measured = [], []
     for name, words in GROUPS.items():
@@ -256,7 +256,7 @@ def test_animals_close_to_animals_and_feelings_close_to_feelings_is_said_only_wh
     m = re.search(r"the row nearest to that of (“.*?”) is the row of (“.*?”) \(cosine similarity ([\d.-]+)\)", text)
     assert m and m[1] == quote(tok.vocab[first]), text
     nearest = [i for i in nearest_rows(W, first, 2) if i != tok.unk_id][0]
-    Wd = whatif.double()
+    Wd = W.double()
     assert m[2] == quote(tok.vocab[nearest])
     assert float(m[3]) == pytest.approx(float(Wd[first] @ Wd[nearest] / (Wd[first].norm() * Wd[nearest].norm())),
                                         abs=0.0051)
@@ -272,7 +272,7 @@ def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     """pca_note "They keep **x%** of the spread (direction 1: a%, direction 2: b%); ... the other {D-2} directions"."""
     v = view(key)
     W = embedding.embedding_matrix(v).double().numpy()
-    X = W - whatif.mean(0)
+    X = W - W.mean(0)
     variance = np.sort(np.linalg.eigvalsh(X.T @ X))[::-1]                           # per direction, largest first
     share = variance[:2] / variance.sum()
     note = embedding.pca_note(v, embedding.pca_2d(embedding.embedding_matrix(v)))
@@ -280,7 +280,7 @@ def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     first, second = numbers(note.split("direction 1:")[1])[:3:2]
     assert kept == pytest.approx(100 * share.sum(), abs=0.051)
     assert first == pytest.approx(100 * share[0], abs=0.051) and second == pytest.approx(100 * share[1], abs=0.051)
-    assert f"other {whatif.shape[1] - 2} directions" in note
+    assert f"other {W.shape[1] - 2} directions" in note
 
 
 # --- 3. positions (explorer/positions.py, pages/positions.py) ------------------------------------

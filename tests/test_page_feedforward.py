@@ -255,7 +255,7 @@ def _gelu_wide_bundle() -> Bundle:
 def test_percentages_show_enough_decimals_to_differ(tinytales):
     assert feedforward.percents(0.99996, 0.99971) == ("99.996%", "99.97%")      # never 100% unless it is
     assert feedforward.percents(0.123456, 0.123459) == ("12.3456%", "12.3459%")
-    assert feedforward.percents(0.5, 0.25) == ("50.0%", "25.0%")
+    assert feedforward.percents(0.5, 0.25) == ("50%", "25%")
     # a new favourite of 0.012% after the old one's 0.021% and 0.010%: significant digits, not "0.0%"
     assert feedforward.percents(0.00021, 0.000123, 0.000104) == ("0.021%", "0.012%", "0.010%")
     assert feedforward.percents(0.0002, 0.0000497, 0.0000496) == ("0.0200%", "0.00497%", "0.00496%")
