@@ -19,7 +19,7 @@ SEQUENTIAL = "Viridis"
 
 # The look of Streamlit's own chart theme (its font, left-aligned bold titles, light grid, axes that make room
 # for their labels, its categorical colours), written out: our charts are drawn by plotly.js directly
-# (explorer/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
+# (explorer/app/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
 # for a projector. One template per page theme (light, dark) and a high-contrast variant of each, for a
 # washed-out projector: `template_for` picks one.
 FONT = '"Source Sans", "Source Sans Pro", sans-serif'
