@@ -9,6 +9,8 @@
   something (`tests/test_browser*.py`). Web addresses are not paths.
 - Every dotted name of our own code in those same texts (`explorer.app.layout.chart`, `model.edits.scoped`) names a
   module that exists and, after it, something that module defines.
+- Every link in README.md and docs/*.md to another file leads to one (relative to the document, as GitHub reads it),
+  and a link to a heading (`figures.md#the-test-suite`) finds that heading.
 """
 import ast
 import io
@@ -42,6 +44,7 @@ TOP_FOLDERS = sorted({path.name for path in ROOT.iterdir() if path.is_dir() and 
 URL = re.compile(r"\b[a-z][a-z+.-]*://\S+")
 # a word with a slash: folders and a name, not preceded by anything that makes it part of a longer word or address
 PATHLIKE = re.compile(r"(?<![$\w/.<>*-])((?:\.\.?/)*[\w.<>*-]+(?:/[\w.<>*-]+)*/?)")
+LINK = re.compile(r"\]\(([^)\s]*)\)")
 DOTTED = re.compile(r"(?<![\w./-])((?:explorer|model|bench)(?:\.\w+)+)")
 
 
@@ -134,6 +137,26 @@ def dotted_problem(dotted: str) -> str | None:
     return None
 
 
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
+
+
+def link_problem(target: str, document: Path) -> str | None:
+    """What is wrong with a link from `document` to `target`, or None (web addresses are not checked)."""
+    if URL.match(target) or target.startswith("mailto:"):
+        return None
+    file, _, heading = target.partition("#")
+    path = (document.parent / file) if file else document
+    if not path.exists():
+        return "no such file"
+    if heading and path.suffix == ".md":
+        headings = {anchor(line) for line in path.read_text().splitlines() if line.startswith("#")}
+        if heading not in headings:
+            return f"no heading #{heading}"
+    return None
+
+
 def where(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
@@ -172,6 +195,13 @@ def test_every_dotted_name_of_our_code_a_text_names_exists(path):
     assert not wrong, f"{where(path)} names code that does not exist: {wrong}"
 
 
+@pytest.mark.parametrize("path", [README, *DOCS], ids=where)
+def test_every_link_of_a_document_leads_somewhere(path):
+    wrong = sorted({f"{target}: {problem}" for target in LINK.findall(path.read_text())
+                    if (problem := link_problem(target, path))})
+    assert not wrong, f"{where(path)} has broken links: {wrong}"
+
+
 # --- the checks catch what they should -----------------------------------------------------------------------------
 
 
@@ -198,3 +228,12 @@ def test_a_dotted_name_is_checked_against_the_module_that_should_define_it():
     assert dotted_problem("model.edits.scoped") is None and dotted_problem("model.edits.nothing") is not None
     assert dotted_problem("model.run") is None                             # a model object's method
     assert dotted_problem("explorer.classroom.open_store") is None         # a package's __init__
+
+
+def test_a_link_to_a_missing_file_or_heading_is_caught():
+    assert anchor("## Why the charts are drawn this way") == "why-the-charts-are-drawn-this-way"
+    assert anchor("# Every student: keyboard, screen reader, phone") == "every-student-keyboard-screen-reader-phone"
+    assert link_problem("docs/architecture.md#public-api", README) is None
+    assert link_problem("docs/architecture.md#no-such-heading", README) is not None
+    assert link_problem("docs/nothing.md", README) is not None
+    assert link_problem("https://share.streamlit.io", README) is None
