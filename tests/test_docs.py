@@ -9,6 +9,8 @@
   something (`tests/test_browser*.py`). Web addresses are not paths.
 - Every dotted name of our own code in those same texts (`explorer.app.layout.chart`, `model.edits.scoped`) names a
   module that exists and, after it, something that module defines.
+- A file and a name written as a pair, `` `model/pretrained.py`, `convert_gpt2` ``, name a function, class or value
+  that file defines.
 - Every link in README.md and docs/*.md to another file leads to one (relative to the document, as GitHub reads it),
   and a link to a heading (`figures.md#the-test-suite`) finds that heading.
 """
@@ -44,6 +46,7 @@ TOP_FOLDERS = sorted({path.name for path in ROOT.iterdir() if path.is_dir() and 
 URL = re.compile(r"\b[a-z][a-z+.-]*://\S+")
 # a word with a slash: folders and a name, not preceded by anything that makes it part of a longer word or address
 PATHLIKE = re.compile(r"(?<![$\w/.<>*-])((?:\.\.?/)*[\w.<>*-]+(?:/[\w.<>*-]+)*/?)")
+PAIR = re.compile(r"`([\w/.-]+\.py)`, `(\w+)`")
 LINK = re.compile(r"\]\(([^)\s]*)\)")
 DOTTED = re.compile(r"(?<![\w./-])((?:explorer|model|bench)(?:\.\w+)+)")
 
@@ -113,6 +116,17 @@ def defines(module: Path, name: str) -> bool:
             if any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names):
                 return True
     return False
+
+
+def defined_anywhere(module: Path) -> set[str]:
+    """Every function, class (and method) and assigned name in a .py file."""
+    names = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
 
 
 def dotted_problem(dotted: str) -> str | None:
@@ -195,6 +209,13 @@ def test_every_dotted_name_of_our_code_a_text_names_exists(path):
     assert not wrong, f"{where(path)} names code that does not exist: {wrong}"
 
 
+@pytest.mark.parametrize("path", sorted(TEXTS, key=where), ids=where)
+def test_every_file_and_name_pair_a_text_names_exists(path):
+    wrong = sorted({f"{file}, {name}" for file, name in PAIR.findall(TEXTS[path])
+                    if (ROOT / file).exists() and name not in defined_anywhere(ROOT / file)})
+    assert not wrong, f"{where(path)} names something a file does not define: {wrong}"
+
+
 @pytest.mark.parametrize("path", [README, *DOCS], ids=where)
 def test_every_link_of_a_document_leads_somewhere(path):
     wrong = sorted({f"{target}: {problem}" for target in LINK.findall(path.read_text())
@@ -237,3 +258,10 @@ def test_a_link_to_a_missing_file_or_heading_is_caught():
     assert link_problem("docs/architecture.md#no-such-heading", README) is not None
     assert link_problem("docs/nothing.md", README) is not None
     assert link_problem("https://share.streamlit.io", README) is None
+
+
+def test_a_pair_of_a_file_and_a_name_is_checked():
+    assert PAIR.findall("(`model/pretrained.py`, `convert_gpt2`) and (`explorer/plot.py`, `no_such`)") == [
+        ("model/pretrained.py", "convert_gpt2"), ("explorer/plot.py", "no_such")]
+    assert "convert_gpt2" in defined_anywhere(ROOT / "model/pretrained.py")
+    assert "no_such" not in defined_anywhere(ROOT / "explorer/plot.py")
