@@ -159,7 +159,7 @@ def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row
     scale (diverging, centred at 0): the same colour is the same number in every panel.
 
     One figure instead of one per panel because the browser pays a fixed cost per Plotly chart on every
-    redraw (measured in the README, "Measured once, behind a design choice").
+    redraw (measured in docs/figures.md, "Measured once, behind a design choice").
     Each panel is a trace named by its title; hover shows the panel, row, column and exact value.
     """
     rows = [safe(r) for r in rows]
