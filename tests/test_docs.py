@@ -29,7 +29,7 @@ README_LIMIT = 15_000
 
 PYTHON = sorted([*(path for folder in ("explorer", "model", "pages", "bench", "tests", "scripts")
                    for path in (ROOT / folder).rglob("*.py")), ROOT / "streamlit_app.py", ROOT / "dev.py"])
-# Settings and scripts read whole: what is not a comment in them names no repository path but by its own.
+# Settings files and shell scripts are read whole: mostly comments, and a path in their own lines must exist too.
 SETTINGS = [ROOT / ".streamlit/config.toml", ROOT / ".ci/run", ROOT / "pytest.ini", ROOT / "requirements.txt",
             ROOT / "requirements-dev.txt", *sorted((ROOT / "scripts").glob("*.sh"))]
 
