@@ -219,7 +219,7 @@ class TraceCounter:
 
 
 def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> None:
-    """`students` follow the teacher onto a GPT-2 step (GPT-2 picked once before class, as the README advises);
+    """`students` follow the teacher onto a GPT-2 step (GPT-2 picked once before class, as docs/teaching.md advises);
     then `everyone` are on it, for the memory."""
     from explorer.app import classroom
     from explorer.app import models

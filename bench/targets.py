@@ -1,8 +1,8 @@
 """Every target of the benchmark, in one table: what is measured, the figure it must stay under (or above).
 
 An area (bench/<area>.py) records a figure under a target's key; `python -m bench` compares them at the end.
-The targets come from the issues that asked for each speed; the figures measured live in the README and in
-the benchmark's own output, never here.
+The targets come from the issues that asked for each speed; the figures measured live in docs/figures.md and
+in the benchmark's own output, never here.
 """
 from dataclasses import dataclass
 

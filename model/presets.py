@@ -1,7 +1,7 @@
 """Named, ready-made training setups (minGPT style): the bundled models and the lab's presets.
 
 Each preset names a corpus, a tokenizer, a model shape and a training recipe. `python -m model.train
---preset NAME` turns one into a checkpoint.
+--preset <name>` turns one into a checkpoint.
 """
 from dataclasses import dataclass, field, replace
 
@@ -18,7 +18,7 @@ CORPORA = ("roses", "tinytales", "digits", "reverse")
 @dataclass(frozen=True)
 class Recipe:
     """What to train and how: a task's text, a tokenizer, a model shape and a training recipe. The bundled
-    models' presets and the training lab's setups (explorer/training.py LabSetup) are both recipes."""
+    models' presets and the training lab's setups (`LabSetup` in explorer/lab/training.py) are both recipes."""
     task: str                      # one of CORPORA (the lab adds "text": the student's own)
     model: dict                    # ModelConfig fields (vocab_size comes from the tokenizer)
     train: TrainConfig

@@ -18,7 +18,7 @@ from model.transformer import TransformerLM
 SENTENCES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue sugar is sweet"}
 LAB_TEXT = "roses are red violets are blue"
 
-# Lab settings a student can pick (explorer/training.py BOUNDS), covering every switch at least once.
+# Lab settings a student can pick (BOUNDS in explorer/lab/training.py), covering every switch at least once.
 LAB = {
     "char, rms, post-norm, relu, learned": dict(tokenizer="char", norm="rms", norm_position="post",
                                                 activation="relu", pos="learned"),

@@ -61,7 +61,7 @@ SLOW = [
 
 
 def _listed(item, names: list[str]) -> bool:
-    test = item.nodeid.split("[", 1)[0]               # "tests/test_x.py::test_y", without parameters
+    test = item.nodeid.split("[", 1)[0]               # "tests/<file>.py::<test>", without parameters
     return test in names or test.split("::", 1)[0] in names
 
 

@@ -59,7 +59,7 @@ def numbers(text: str) -> list[float]:
     return [float(n.replace(",", "")) for n in re.findall(r"-?\d[\d,]*\.?\d*", text)]
 
 
-# --- 4. attention (explorer/attention.py, pages/attention.py) ------------------------------------
+# --- 4. attention (explorer/steps/attention.py, pages/attention.py) ------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -150,7 +150,7 @@ def test_two_heads_with_the_same_weights_are_said_to_look_alike():
         in caption and "so their patterns differ" not in caption
 
 
-# --- 2. embedding (explorer/embedding.py, pages/embedding.py) ------------------------------------
+# --- 2. embedding (explorer/steps/embedding.py, pages/embedding.py) ------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -283,7 +283,7 @@ def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     assert f"other {W.shape[1] - 2} directions" in note
 
 
-# --- 3. positions (explorer/positions.py, pages/positions.py) ------------------------------------
+# --- 3. positions (explorer/steps/positions.py, pages/positions.py) ------------------------------
 
 
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (24, 32), (8, 64)])
@@ -459,7 +459,7 @@ def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_dif
         assert "That is the causal mask at work" not in verdict
 
 
-# --- 5. feed-forward (explorer/feedforward.py, pages/feedforward.py) -----------------------------
+# --- 5. feed-forward (explorer/steps/feedforward.py, pages/feedforward.py) -----------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -587,7 +587,7 @@ def test_skipping_a_feed_forward_names_each_chance_precisely_enough_to_show_thei
     assert said or key != "tinytales"                    # tinytales changes its mind somewhere
 
 
-# --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
+# --- 6. residual stream and norm (explorer/steps/residual.py, pages/residual.py) -----------------
 
 
 @pytest.mark.parametrize("key", WITH_NORM)
@@ -719,7 +719,7 @@ def test_in_a_post_norm_model_the_stream_is_normalised_after_each_addition_so_it
             assert float(v.trace[f"blocks.{layer}.{name}"][0].norm(dim=-1).max()) <= bound + 1e-4
 
 
-# --- 7. prediction (explorer/prediction.py, pages/prediction.py) ---------------------------------
+# --- 7. prediction (explorer/steps/prediction.py, pages/prediction.py) ---------------------------
 
 
 def test_temperature_sharpens_below_1_flattens_above_and_0_takes_the_favourite():
@@ -751,7 +751,7 @@ def test_the_kept_chances_are_divided_by_their_total_so_they_add_up_to_100(setti
     assert numbers(kept_summary(table).split("divided by")[1])[0] == pytest.approx(mass_kept(table), abs=5e-5)
 
 
-# --- the big picture (explorer/home.py) ----------------------------------------------------------
+# --- the big picture (explorer/steps/home.py) ----------------------------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -819,7 +819,7 @@ def test_the_big_picture_counts_the_tokens_of_a_text_longer_than_the_context():
     assert total in numbers(detail)
 
 
-# --- 1. tokenization (explorer/tokenization.py, pages/tokenization.py, model/inputs.py) ----------
+# --- 1. tokenization (explorer/steps/tokenization.py, pages/tokenization.py, model/inputs.py) ----
 
 
 @lru_cache
@@ -951,7 +951,7 @@ def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
     assert n > 1 and f"{n} {unit}s are not in" in notice
 
 
-# --- the training lab (explorer/training.py, explorer/lab.py, pages/training.py) ---------------
+# --- the training lab (explorer/lab/training.py, explorer/app/lab.py, pages/training.py) ---------
 
 
 # What each preset's description claims (kinds of claim, detected in its words below). A description that drops or

@@ -535,10 +535,10 @@ def test_presenter_mode_and_hostile_links_leave_the_page_working():
     assert not plotly_figures(at)
 
 
-def test_the_readme_table_states_what_the_search_finds(cards):
+def test_the_teachers_guide_table_states_what_the_search_finds(cards):
     from conftest import ROOT
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Discoveries\n", 1)[1].split("\n## ", 1)[0]
+    guide = (ROOT / "docs/teaching.md").read_text()
+    section = guide.split("## Discoveries\n", 1)[1].split("\n## ", 1)[0]
     f = {key: card.facts for key, card in cards.items()}
     expected = [
         f"on {discoveries.N_PROBES} probe sentences",

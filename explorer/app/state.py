@@ -1,7 +1,7 @@
 """What every page shares: the models, the sentence's trace, and the view's state in the URL.
 
 One model object serves every visitor (`st.cache_resource`), and so does each trace: a trace is
-computed once per (model, sentence) and only ever read (explorer/cache.py). The view (model, sentence, layer, head,
+computed once per (model, sentence) and only ever read (explorer/app/cache.py). The view (model, sentence, layer, head,
 selected token, presenter mode) lives in `st.session_state` under the keys in VIEW_KEYS and is
 mirrored into the URL, so a copied link reopens the same view.
 """

@@ -180,7 +180,7 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
     (layer, head), the one chosen in the pickers, is outlined in orange.
 
     The grid is laid out by hand (axis domains), as plotly's make_subplots would, but much faster (measured:
-    see the README, "Measured once, behind a design choice").
+    see docs/figures.md, "Measured once, behind a design choice").
     """
     cfg = v.bundle.model.cfg
     panels = grid_panels(cfg, layer)
@@ -347,7 +347,7 @@ HEAD_FIGURES = {"qkv": qkv_figure, "steps": step_figures, "pattern": pattern_fig
 def head_figure(v: View, layer: int, head: int, which: str):
     """One of a head's figures of the view's sentence, "qkv", "steps" (a list of four) or "pattern", built once
     per (model, sentence). Only the open section's figure is built: building all three on every new sentence
-    was most of the page's script run (see the README's measured design choices)."""
+    was most of the page's script run (see docs/figures.md, "Measured once, behind a design choice")."""
     return memo.per_view(_head_figure, v, layer, head, which)
 
 

@@ -199,8 +199,8 @@ def pca_2d(weight: torch.Tensor) -> Pca:
 
     The directions are the top eigenvectors of the rows' (D x D) covariance, summed over chunks of rows in
     double precision: exact, and light for GPT-2's 50,257 x 768 matrix, where an SVD of the whole matrix in
-    double is slow and large (the README has the measured figures). The sign of each direction is fixed (largest loading
-    positive) so the map does not flip between runs.
+    double is slow and large (docs/figures.md has the measured figures). The sign of each direction is fixed
+    (largest loading positive) so the map does not flip between runs.
     """
     W = weight.detach()
     V, D = W.shape

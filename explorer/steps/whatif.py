@@ -2,7 +2,7 @@
 
 An experiment is a small frozen dataclass: what a button calls it, what a legend calls it, and the edits
 that carry it out (model/edits.py). Two experiments are equal when they change the same thing, so an
-experiment is also the cache key of its trace (explorer/cache.py).
+experiment is also the cache key of its trace (explorer/app/cache.py).
 
     knock_out_head(layer, head)   skip_mlp(layer)   REMOVE_POSITIONS   REMOVE_SCALING   LIFT_MASK   BAG_OF_WORDS
 
