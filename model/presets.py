@@ -64,7 +64,10 @@ SEQ2SEQ_PRESETS = {
         about="Sorts 1 to 10 digits (\"3 1 2\" -> \"1 2 3\"): the decoder's cross-attention looks for the next "
               "smallest digit in the source.",
         task="sort", model=dict(SEQ2SEQ_SHAPE), train=SEQ2SEQ_TRAIN, lengths=(1, 10),
-        targets={"exact_match": 0.97, "exact_match_by_length": 0.97},     # the second at every length
+        # What the recipe reaches on any CPU, the second at every length. Measured, seeds 0-3 on one AMD machine:
+        # 96.4-100% exact, 94-100% at the worst length (the bundled run, seed 0 on another: 99.8%, 99%; an Intel
+        # machine: 97.6%); float sums differ between CPUs and training amplifies them, so the targets sit below.
+        targets={"exact_match": 0.93, "exact_match_by_length": 0.90},
     ),
     "translate": Preset(
         about="Translates simple English into French (\"the small red cat sleeps\" -> \"le petit chat rouge "

@@ -128,9 +128,9 @@ def test_the_training_command_fails_when_a_target_is_missed_at_any_length():
     for name in ("sort", "translate"):
         assert missed_seq2seq_targets(load_bundled(name).facts, SEQ2SEQ_PRESETS[name].targets) == []
     facts = load_bundled("sort").facts
-    worse = {**facts, "exact_match_by_length": {**facts["exact_match_by_length"], "10": 0.9}}
+    worse = {**facts, "exact_match_by_length": {**facts["exact_match_by_length"], "10": 0.85}}
     assert missed_seq2seq_targets(worse, SEQ2SEQ_PRESETS["sort"].targets) == \
-        ["exact_match_by_length at 10: 90.0% < 97%"]
+        ["exact_match_by_length at 10: 85.0% < 90%"]
     facts = load_bundled("translate").facts
     assert missed_seq2seq_targets({**facts, "exact_match_beam4": 0.95}, SEQ2SEQ_PRESETS["translate"].targets) == \
         ["exact_match_beam4: 95.0% < 97%"]
