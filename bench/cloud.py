@@ -136,18 +136,31 @@ async def lead(base: str, students: int, memory) -> dict:
         code = CODE.search((await teacher.wait_for(lambda run: CODE.search(run.text), pressed)).text)[1]
         crowd = [await room.enter_async_context(Session(base, "class", f"join={code}&seat=cloud{n}"))
                  for n in range(students)]
-        await asyncio.gather(*(s.shows(f"step 1 of {steps}", 0) for s in crowd))
+        await all_show(crowd, f"step 1 of {steps}", 0)
         if "class_show_step" in [run for run in teacher.runs if run.full][-1].buttons:     # still on the class page
             pressed = await teacher.click("class_show_step")
             await teacher.shows(f"step 1 of {steps}", pressed)
         waits, largest = [], memory()
         for step in range(2, steps + 1):
             pressed = await teacher.click("class_next")
-            seen = await asyncio.gather(*(s.shows(f"step {step} of {steps}", pressed) for s in crowd))
+            seen = await all_show(crowd, f"step {step} of {steps}", pressed)
             waits.append([t - pressed for t in seen])
             largest = max(largest, memory())
         problems = teacher.problems() + [p for s in crowd for p in s.problems()]
     return {"waits": waits, "rss_mb": largest, "gpt2_load_s": loaded, "problems": problems}
+
+
+async def all_show(crowd: list, text: str, after: float, timeout: float = 300) -> list[float]:
+    """When each session of `crowd` showed `text` (bench.websocket_session.Session.shows); says how many did not."""
+    waits = [asyncio.ensure_future(s.shows(text, after, timeout)) for s in crowd]
+    done, late = await asyncio.wait(waits, timeout=timeout + 5)
+    failed = [w for w in done if w.exception()]
+    if late or failed:
+        for w in late:
+            w.cancel()
+        raise RuntimeError(f"{len(crowd) - len(late) - len(failed)} of {len(crowd)} students showed {text!r} within "
+                           f"{timeout:.0f} s")
+    return [w.result() for w in waits]
 
 
 def exploring(report: Report, cores: float, visitors: int, trainers: int, rounds: int) -> None:
