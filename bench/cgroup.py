@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 CLOUD_MEMORY_BYTES = 2_700_000_000          # Community Cloud's largest app: 2.7 GB
 PERIOD_US = 100_000                         # the quota's period, the kernel's default
+FIRST_CALL = 262_144                        # cpu.shares' largest weight (a process's own is 1,024)
 
 
 class CgroupUnavailable(RuntimeError):
@@ -46,10 +47,13 @@ def unavailable() -> str:
 class Cgroup:
     """A cgroup with a CPU quota of `cores` and a memory limit of `memory_bytes` (either may be None: no limit),
     made on entry and removed on exit (after its processes ended). `join` puts the calling process in it (a
-    subprocess's preexec_fn: the process and all it starts are under the limits from their first instruction)."""
+    subprocess's preexec_fn: the process and all it starts are under the limits from their first instruction).
+    With `first_call`, its processes get the CPU before other programs of the machine (cpu.shares at its largest),
+    up to the quota: on a machine others keep busy, the quota, not their load, is then what limits it."""
 
-    def __init__(self, cores: float | None = None, memory_bytes: int | None = None, name: str = "bench"):
-        self.cores, self.memory_bytes = cores, memory_bytes
+    def __init__(self, cores: float | None = None, memory_bytes: int | None = None, name: str = "bench",
+                 first_call: bool = False):
+        self.cores, self.memory_bytes, self.first_call = cores, memory_bytes, first_call
         self.name = f"{name}-{os.getpid()}-{time.monotonic_ns()}"
         self.dirs: dict[str, Path] = {}
 
@@ -65,6 +69,8 @@ class Cgroup:
             if self.cores is not None:
                 self._write("cpu", "cpu.cfs_period_us", PERIOD_US)
                 self._write("cpu", "cpu.cfs_quota_us", round(self.cores * PERIOD_US))
+            if self.first_call:
+                self._write("cpu", "cpu.shares", FIRST_CALL)
             if self.memory_bytes is not None:
                 self._write("memory", "memory.limit_in_bytes", self.memory_bytes)
         except OSError as error:

@@ -52,7 +52,7 @@ class Session:
         import websockets
 
         self._socket = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None,
-                                                compression=None, open_timeout=60)
+                                                compression=None, open_timeout=60, ping_interval=None)
         self._reader = asyncio.create_task(self._read())
         await self.rerun()
         return self
