@@ -189,13 +189,14 @@ def one_class(report: Report, students: int) -> None:
 # --- a class on a GPT-2-small-shaped step -----------------------------------------------------------------------
 
 
-def gpt2_lesson(sentence: str):
-    """Two steps: the ready lesson's first (tinytales), then GPT-2's attention on `sentence`."""
+def gpt2_lesson(sentence: str, tiny_steps: int = 1, title: str = "A class on GPT-2"):
+    """The ready lesson's first `tiny_steps` steps (tinytales), then GPT-2's attention on `sentence`."""
     from explorer import lessons
-    first = json.loads(lessons.ready_lessons()["attention-in-ten-minutes"].to_json())["steps"][0]
+
+    steps = json.loads(lessons.ready_lessons()["attention-in-ten-minutes"].to_json())["steps"][:tiny_steps]
     gpt2 = {"page": "attention", "tab": "who-looks", "view": {"model": "gpt2", "text": sentence, "layer": 5, "head": 3},
             "note": "GPT-2: which earlier word does this head read?"}
-    return lessons.parse(json.dumps({"title": "A class on GPT-2", "steps": [first, gpt2]})).steps
+    return lessons.parse(json.dumps({"title": title, "steps": [*steps, gpt2]}))
 
 
 class TraceCounter:
@@ -236,7 +237,7 @@ def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> No
             start = time.perf_counter()
             open_app(None, timeout=180, model="gpt2", text="Before class, the teacher opens GPT-2 once.")
             loaded = time.perf_counter() - start
-            teacher = teacher_of(steps=gpt2_lesson(SENTENCE))
+            teacher = teacher_of(steps=gpt2_lesson(SENTENCE).steps)
             code = teacher.session_state[classroom.CODE]
             crowd = join(code, students, prefix="gpt2 student")
             polls = [poll_of(at) for at in crowd]

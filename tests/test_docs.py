@@ -38,6 +38,7 @@ MADE_AT_RUN_TIME = {
     "static/",               # the app copies the plotly package's plotly.min.js here when it starts (streamlit_app.py)
     "build/screenshots/",    # the browser tests write every page's screenshot here (tests/test_browser.py)
     ".venv/",                # python3 dev.py run and test create the virtual environment here
+    ".streamlit/secrets.toml",   # a server's own secrets (a hub token), written by whoever deploys; never in git
 }
 
 EXTENSIONS = ("py", "md", "json", "toml", "txt", "png", "js", "sh", "ini", "safetensors", "css", "html", "npz")
