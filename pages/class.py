@@ -71,11 +71,7 @@ else:
     join, lead = st.columns(2) if not v.presenter else reversed((st.container(), st.container()))
     with join.container(border=True):
         st.subheader("Join a class")
-        code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
-        name = st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
-                             help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
-        st.button("Join", key="class_join", on_click=C.join_from_page, type="primary", icon=":material/login:",
-                  disabled=not code.strip())
+        C.join_form()
     with lead.container(border=True):
         st.subheader("Lead or walk a lesson")
         ready = L.ready_lessons()
