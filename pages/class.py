@@ -63,6 +63,9 @@ elif role == "student":
     st.success(f"You are in class {st.session_state[C.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")
     st.button("Leave the class", key="class_leave_page", on_click=C.leave, icon=":material/logout:")
+    st.caption("Your teacher started the lesson again with a new code (their tab was reloaded, or its server "
+               "restarted)? Join it here:")
+    C.join_form()
 elif role == "alone":
     st.info("You are walking a lesson: Next and Previous are in the box at the top of every page.", icon=":material/school:")
     st.button("Stop the lesson", key="class_stop_page", on_click=C.leave, icon=":material/close:")

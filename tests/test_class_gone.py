@@ -82,6 +82,7 @@ def test_a_reloaded_teachers_tab_is_told_it_no_longer_leads_the_class_and_starts
     t = class_page(lesson=L.as_link(own))
     t.button(key="class_start").click().run()
     code, teachers_url = t.session_state[C.CODE], url(t)
+    s = student(code, "Ada")
     assert teachers_url["lesson"] == L.as_link(own)                  # not a ready lesson: the lesson itself
     again = reopened(teachers_url)                                   # the same server: the class is still there
     assert not again.exception and again.session_state.get(C.ROLE) is None
@@ -89,5 +90,11 @@ def test_a_reloaded_teachers_tab_is_told_it_no_longer_leads_the_class_and_starts
     [start] = [b for b in again.button if b.key == "class_start_again"]
     assert start.label == r"Start “My \<b\>own\</b\> lesson” again"               # plain text, never markup
     start.click().run()
-    assert again.session_state[C.ROLE] == "teacher" and again.session_state[C.CODE] != code
+    new = again.session_state[C.CODE]
+    assert again.session_state[C.ROLE] == "teacher" and new != code
     assert L.parse(again.session_state[C.LESSON]).title == own.title
+    s.switch_page("pages/class.py").run()                 # the old class still runs: its student joins the new one
+    assert s.text_input(key="class_join_code").value == ""
+    s.text_input(key="class_join_code").set_value(new).run()
+    s.button(key="class_join").click().run()
+    assert not s.exception and s.session_state[C.CODE] == new and C.store().present(new) == 1

@@ -34,7 +34,7 @@ from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS,
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
-from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -110,8 +110,7 @@ def open_pending() -> None:
         return
     file = BY_SLUG[pending[1].page].file
     if file != BY_SLUG.get(st.session_state.get("_page") or "home", BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
     st.rerun(scope="app")
 
 
@@ -149,8 +148,16 @@ def switch_if_moved(current_page: str) -> None:
     """After st.navigation: open the step's page if a move asked for another page than this one."""
     file = st.session_state.pop(GO, None)
     if file and file != BY_SLUG.get(current_page, BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
+
+
+def switch_to(file: str) -> None:
+    """Open page `file`. Presenter mode, high contrast and open tabs go along, and the URL keeps naming the class
+    (Streamlit empties a URL's query on a page switch until the page's run writes it again: a server that died in
+    between left a teacher's tab with a URL that named neither the class nor presenter mode; seen in Chromium)."""
+    keep_widget_values()
+    modes = {name: value for name, value in view_params().items() if name in ("presenter", "high_contrast")}
+    st.switch_page(file, query_params={**modes, **url_params()})
 
 
 # --- starting, joining, leaving (callbacks from the class page) --------------------------------------------------
@@ -194,8 +201,8 @@ def join(code: str, name: str) -> None:
         st.session_state["_class_problem"] = (f"There is no class with the code {code or '(empty)'}: check the "
                                               "code on the board (classes end after a few idle hours).")
         return
-    for gone in ("_class_problem", GONE):
-        st.session_state.pop(gone, None)
+    for done in ("_class_problem", GONE, "class_join_code"):
+        st.session_state.pop(done, None)
     st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True, SERVER: store().server_id()})
     where, lesson_ = current(code)
     go_to(lesson_.steps[where.step], where.step)
