@@ -449,16 +449,17 @@ def join_form() -> None:
 def _gone_box() -> None:
     gone = st.session_state[GONE]
     st.markdown(gone_message(gone))
-    if gone.lesson is not None:
-        st.button(f"Start {quote(_parsed(gone.lesson).title)} again", key="class_start_again", on_click=start_again,
-                  type="primary", icon=":material/replay:")
-    elif gone.teacher:
-        st.page_link(BY_SLUG["class"].file, label="Choose a lesson on the Class page", icon=":material/school:")
-    elif st.session_state.get("_page") != "class":          # the class page has a join box of its own
+    if not gone.teacher and st.session_state.get("_page") != "class":     # the class page has a join box of its own
         if st.session_state.get("_class_problem"):
             st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
         join_form()
-    st.button("Close this message", key="class_gone_close", on_click=leave, icon=":material/close:")
+    with st.container(horizontal=True):
+        if gone.lesson is not None:
+            st.button(f"Start {quote(_parsed(gone.lesson).title)} again", key="class_start_again",
+                      on_click=start_again, type="primary", icon=":material/replay:")
+        elif gone.teacher:
+            st.page_link(BY_SLUG["class"].file, label="Choose a lesson on the Class page", icon=":material/school:")
+        st.button("Close this message", key="class_gone_close", on_click=leave, icon=":material/close:")
 
 
 # --- the class box ---------------------------------------------------------------------------------------------
