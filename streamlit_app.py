@@ -34,7 +34,7 @@ page = st.navigation([as_page(p) for p in NAVIGATION], expanded=True)          #
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
-classroom.rejoin_from_url(st.query_params)        # a reloaded student finds their seat again
+classroom.rejoin_from_url(st.query_params)        # a reloaded student finds their seat again (or is told why not)
 classroom.load_lesson_from_url(st.query_params)   # a lesson's link opens it on the class page
 classroom.follow()                                # a student follows the teacher's step
 classroom.apply_pending()                         # a lesson's step to show: its view, before the sidebar

@@ -218,6 +218,17 @@ def from_link(value: str) -> Lesson:
     return parse(data)
 
 
+def as_field(lesson: Lesson) -> str:
+    """A lesson as a `lesson=` URL value: a ready lesson's key when it is one (short), else its link's value."""
+    same = [key for key, ready in ready_lessons().items() if ready.to_json() == lesson.to_json()]
+    return same[0] if same else as_link(lesson)
+
+
+def from_field(value: str) -> Lesson:
+    """The lesson a `lesson=` URL value names (`as_field`): a ready lesson's key or a lesson's link value."""
+    return ready_lessons().get(value) or from_link(value)
+
+
 def file_name(lesson: Lesson) -> str:
     """'lesson-attention-in-ten-minutes.json': the lesson's title in the file's name."""
     words = "".join(c if c.isalnum() else " " for c in lesson.title.lower()).split()

@@ -63,6 +63,9 @@ elif role == "student":
     st.success(f"You are in class {st.session_state[classroom.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")
     st.button("Leave the class", key="class_leave_page", on_click=classroom.leave, icon=":material/logout:")
+    st.caption("Your teacher started the lesson again with a new code (their tab was reloaded, or its server "
+               "restarted)? Join it here:")
+    classroom.join_form()
 elif role == "alone":
     st.info("You are walking a lesson: Next and Previous are in the box at the top of every page.", icon=":material/school:")
     st.button("Stop the lesson", key="class_stop_page", on_click=classroom.leave, icon=":material/close:")
@@ -71,11 +74,7 @@ else:
     join, lead = st.columns(2) if not v.presenter else reversed((st.container(), st.container()))
     with join.container(border=True):
         st.subheader("Join a class")
-        code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
-        name = st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
-                             help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
-        st.button("Join", key="class_join", on_click=classroom.join_from_page, type="primary", icon=":material/login:",
-                  disabled=not code.strip())
+        classroom.join_form()
     with lead.container(border=True):
         st.subheader("Lead or walk a lesson")
         ready = lessons.ready_lessons()

@@ -106,6 +106,26 @@ def test_an_unknown_or_expired_code_is_none_never_an_error(store, monkeypatch):
         assert 0 < client.ttl(f"class:{code}") <= class_store.IDLE_SECONDS and 0 < client.ttl(f"class:{code}:names") <= class_store.IDLE_SECONDS
 
 
+def test_a_class_the_teacher_closed_is_remembered_as_ended_and_an_unknown_code_is_not(store):
+    code, key = store.open_class(LESSON)
+    other, _ = store.open_class(LESSON)
+    assert not store.ended(code)
+    store.close(code, key)
+    assert store.state(code) is None and store.ended(code) and store.ended(code.lower())
+    assert not store.ended(other) and not store.ended("NOPE42")        # running, or never was
+
+
+def test_the_server_id_stays_for_the_stores_life_and_is_new_when_its_classes_start_from_nothing(store, redis_url):
+    assert store.server_id() == store.server_id() and store.server_id()
+    if isinstance(store, S.MemoryStore):               # a new process: a new in-process store
+        assert S.MemoryStore().server_id() != store.server_id()
+    else:                                              # every replica, and a replica restarted, read the same id ...
+        assert open_store(redis_url).server_id() == store.server_id()
+        before = store.server_id()
+        store._redis.flushdb()                         # ... until Redis loses its data
+        assert open_store(redis_url).server_id() != before
+
+
 def test_one_answer_per_student_per_step_changeable_until_the_reveal(store):
     code, key = store.open_class(LESSON)
     for s in ["s1", "s2", "s3"]:

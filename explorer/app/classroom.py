@@ -10,9 +10,16 @@ step's page (or a rerun of the app when the page stays), whose top sets the step
 A full run that finds the teacher moved (a student's click, or AppTest, whose `run_every` never ticks) follows at
 its top instead (`follow`), then switches page (`switch_if_moved`). The teacher's Previous and Next (and a lone
 walker's) are drawn in the full run, outside the poll: a press is one run, and the buttons never depend on a timer.
+
+A class can be gone: its teacher ended it, it expired, or the server restarted (the in-process store dies with its
+process). The teacher's and student's URLs name their class and the store's life (`server=`, the store's
+`server_id`), and the teacher's names the lesson (`lesson=`, never the teacher key), so a new session (a reload, or a
+page that reconnected to a restarted server and ran again with its URL) tells them which it was and what to do
+(`Gone`): the teacher starts the same lesson again in one click, a student joins the new code in the class box.
 """
 import json
 import secrets
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -21,15 +28,15 @@ import streamlit as st
 from model.inputs import prepare_text
 
 from explorer.classroom import open_store
-from explorer.classroom.store import Position, TooMany, WrongKey, normalise_code
-from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_link, from_link,
-                              next_word_question, parse, step_from_view)
+from explorer.classroom.store import IDLE_SECONDS, Position, TooMany, WrongKey, normalise_code
+from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_field, as_link, from_field,
+                              from_link, next_word_question, parse, ready_lessons, step_from_view)
 from explorer.numbers import percent
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
 from . import cache
-from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -37,6 +44,9 @@ LESSON = "_class_lesson"            # the lesson as JSON (a student reads it fro
 PENDING, GO = "_class_pending", "_class_go"
 FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its toggle (a page switch may drop
                                                             # a widget's state; the plain key keeps the choice)
+LINK_CHARS = 200_000                # a lesson's link value in a URL, at most
+SERVER = "_class_server"            # the store's server_id when this session started or joined its class
+GONE = "_class_gone"                # a Gone: the class this session was in, and why it is gone
 
 
 @st.cache_resource
@@ -52,7 +62,12 @@ def role() -> str | None:
 def lesson() -> Lesson | None:
     """The lesson this session walks or teaches."""
     raw = st.session_state.get(LESSON)
-    return None if raw is None else cache.for_the_class(("parsed", raw), lambda: parse(raw))
+    return None if raw is None else _parsed(raw)
+
+
+def _parsed(raw: str) -> Lesson:
+    """A lesson's JSON parsed, once per server."""
+    return cache.for_the_class(("parsed", raw), lambda: parse(raw))
 
 
 def parse_stored(raw: dict) -> Lesson:
@@ -98,8 +113,7 @@ def open_pending() -> None:
         return
     file = BY_SLUG[pending[1].page].file
     if file != BY_SLUG.get(st.session_state.get("_page") or "home", BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
     st.rerun(scope="app")
 
 
@@ -137,8 +151,16 @@ def switch_if_moved(current_page: str) -> None:
     """After st.navigation: open the step's page if a move asked for another page than this one."""
     file = st.session_state.pop(GO, None)
     if file and file != BY_SLUG.get(current_page, BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
+
+
+def switch_to(file: str) -> None:
+    """Open page `file`. Presenter mode, high contrast and open tabs go along, and the URL keeps naming the class
+    (Streamlit empties a URL's query on a page switch until the page's run writes it again: a server that died in
+    between left a teacher's tab with a URL that named neither the class nor presenter mode; seen in Chromium)."""
+    keep_widget_values()
+    modes = {name: value for name, value in view_params().items() if name in ("presenter", "high_contrast")}
+    st.switch_page(file, query_params={**modes, **url_params()})
 
 
 # --- starting, joining, leaving (callbacks from the class page) --------------------------------------------------
@@ -149,9 +171,10 @@ def start(lesson_json: str, teach: bool) -> None:
     joins; `show_class_step` opens the step) or walk it alone (its first step opens)."""
     lesson_ = parse(lesson_json)
     st.session_state[LESSON] = lesson_json
+    st.session_state.pop(GONE, None)
     if teach:
         code, key = store().open_class(json_of(lesson_))
-        st.session_state.update({ROLE: "teacher", CODE: code, KEY: key})
+        st.session_state.update({ROLE: "teacher", CODE: code, KEY: key, SERVER: store().server_id()})
     else:
         st.session_state.update({ROLE: "alone"})
         go_to(lesson_.steps[0], 0)
@@ -181,8 +204,9 @@ def join(code: str, name: str) -> None:
         st.session_state["_class_problem"] = (f"There is no class with the code {code or '(empty)'}: check the "
                                               "code on the board (classes end after a few idle hours).")
         return
-    st.session_state.pop("_class_problem", None)
-    st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True})
+    for done in ("_class_problem", GONE, "class_join_code"):
+        st.session_state.pop(done, None)
+    st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True, SERVER: store().server_id()})
     where, lesson_ = current(code)
     go_to(lesson_.steps[where.step], where.step)
 
@@ -208,27 +232,49 @@ def end() -> None:
 
 
 def leave() -> None:
-    for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, "_class_problem"):
+    for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, SERVER, GONE, "_class_problem",
+                "class_join_code"):
         st.session_state.pop(key, None)
 
 
 def rejoin_from_url(query) -> None:
-    """A reloaded student's URL (join= and seat=) finds their seat again; join= alone fills in the code."""
-    if role() is not None or "join" not in query:
+    """A new session (a reload, or a page that reconnected to a restarted server) finds its class from its first URL:
+    a student's seat (join=, seat=) in a class that is still there; else what happened to it (`Gone`). join= alone
+    fills in the code."""
+    if st.session_state.get("_class_url_read"):
         return
-    code = normalise_code(query["join"])
-    if "seat" in query and store().position(code) is not None:
-        st.session_state[SEAT] = str(query["seat"])[:40]
-        join(code, "")
-    else:
-        st.session_state["class_join_code"] = code
+    st.session_state["_class_url_read"] = True
+    if "teaching" in query:
+        _teacher_from_url(query)
+    elif "join" in query and "seat" in query:
+        code = normalise_code(query["join"])
+        if store().position(code) is not None:
+            st.session_state[SEAT] = str(query["seat"])[:40]
+            join(code, "")
+        else:
+            st.session_state[GONE] = Gone(code, why_gone(code, query.get("server", "")), url=_class_fields(query))
+    elif "join" in query:
+        st.session_state["class_join_code"] = normalise_code(query["join"])
 
 
 def url_params() -> dict[str, str]:
-    """What a student's URL keeps (never the teacher key)."""
+    """What the URL keeps of the class (never the teacher key): a student's class, seat and store; a teacher's class,
+    store and lesson; a gone class's the same until the tab joins or starts another (a reload says it again)."""
+    state = st.session_state
     if role() == "student":
-        return {"join": st.session_state[CODE], "seat": st.session_state[SEAT]}
-    return {}
+        return {"join": state[CODE], "seat": state[SEAT], "server": state[SERVER]}
+    if role() == "teacher":
+        return {"teaching": state[CODE], "server": state[SERVER], "lesson": _lesson_field(state[LESSON])}
+    return state[GONE].url if GONE in state else {}
+
+
+def _lesson_field(raw: str) -> str:
+    return cache.for_the_class(("lesson field", raw), lambda: as_field(_parsed(raw)))
+
+
+def _class_fields(query) -> dict[str, str]:
+    return {name: str(query[name])[:LINK_CHARS] for name in ("join", "seat", "teaching", "server", "lesson")
+            if name in query}
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -267,12 +313,19 @@ def set_draft(lesson_: Lesson) -> None:
 
 
 def load_lesson_from_url(query) -> None:
-    """`?lesson=...` (a lesson's link) opens that lesson on the class page, once per session."""
-    if "lesson" not in query or st.session_state.get("_lesson_link_loaded"):
+    """`?lesson=...` in a session's first URL opens that lesson on the class page: a ready lesson's key picks it, a
+    lesson's link becomes the lesson being built (a teacher's URL names their lesson so, after a restart too)."""
+    if st.session_state.get("_lesson_link_loaded"):
         return
     st.session_state["_lesson_link_loaded"] = True
+    if "lesson" not in query:
+        return
+    value = str(query["lesson"])[:LINK_CHARS]
+    if value in ready_lessons():
+        st.session_state["class_lesson"] = value
+        return
     try:
-        set_draft(from_link(str(query["lesson"])[:200_000]))
+        set_draft(from_link(value))
     except LessonError as problem:
         st.session_state["_class_problem"] = str(problem)
 
@@ -305,6 +358,103 @@ def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
     return pd.DataFrame({"answer": list(asked_.options), "students": [counts.get(o, 0) for o in asked_.options]})
 
 
+# --- a class that is gone: why, in plain words, and the way back -------------------------------------------------
+
+RESTARTED, ENDED, EXPIRED, KEY_LOST = "restarted", "ended", "expired", "key lost"
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A class this tab was in that is gone (for a reloaded teacher's tab: no longer its to lead), and why: the class
+    box says it (`gone_message`). `url` is what the tab's URL keeps meanwhile, so that a reload says it again."""
+    code: str
+    why: str                                 # RESTARTED, ENDED, EXPIRED or KEY_LOST
+    lesson: str | None = None                # the teacher's lesson (JSON), to start it again in one click
+    teacher: bool = False
+    url: dict = field(default_factory=dict)
+
+
+def why_gone(code: str, server: str) -> str:
+    """Why class `code`, started or joined when the store's server_id was `server`, is not in the store: the server
+    restarted (the store is a new one), its teacher ended it, or it expired (or the code never was one)."""
+    if server != store().server_id():
+        return RESTARTED
+    return ENDED if store().ended(code) else EXPIRED
+
+
+def _teacher_from_url(query) -> None:
+    """A teacher's tab in a new session: its class is gone, or is still there (a reload, or its replica restarted
+    with the class in Redis) but this session has no teacher key. Either way, the lesson again is one click away."""
+    code = normalise_code(query["teaching"])
+    try:
+        lesson_ = from_field(str(query.get("lesson", ""))[:LINK_CHARS]).to_json()
+    except LessonError:
+        lesson_ = None
+    why = KEY_LOST if store().position(code) is not None else why_gone(code, query.get("server", ""))
+    st.session_state[GONE] = Gone(code, why, lesson_, teacher=True, url=_class_fields(query))
+
+
+def class_gone(code: str) -> None:
+    """From the poll: this session's class is gone. Leave it, remember why, and run the app again (its class box
+    says it)."""
+    teacher = role() == "teacher"
+    gone = Gone(code, why_gone(code, st.session_state.get(SERVER, "")),
+                st.session_state.get(LESSON) if teacher else None, teacher=teacher, url=url_params())
+    leave()
+    st.session_state[GONE] = gone
+    st.rerun(scope="app")
+
+
+def gone_message(gone: Gone) -> str:
+    """What happened to the class, and what to do, in plain words (Markdown)."""
+    code, hours = escape(gone.code), IDLE_SECONDS // 3600
+    restarted = (f"**Class {code} ended because the server restarted.** The app was woken up, updated or restarted "
+                 "after a problem, and a class lives in the server's memory.")
+    if gone.teacher:
+        return {RESTARTED: f"{restarted} Start the lesson again: your students join with the new code.",
+                ENDED: f"**Class {code} has ended.** Start the lesson again for a new code.",
+                EXPIRED: f"**Class {code} ended**: nobody used it for {hours} hours. Start the lesson again: your "
+                         "students join with the new code.",
+                KEY_LOST: f"**This tab no longer leads class {code}.** It was reloaded, or its server restarted, and "
+                          "the teacher key lives only in the tab that started the class (never in a link). Start the "
+                          "lesson again, and ask your students to join the new code."}[gone.why]
+    return {RESTARTED: f"{restarted} Your teacher can start it again with a new code: type it here to join.",
+            ENDED: f"**Your teacher ended class {code}.** To join another class, type its code here.",
+            EXPIRED: f"**There is no class {code} any more.** A class ends after {hours} idle hours. To join a class, "
+                     "type the code your teacher gives you."}[gone.why]
+
+
+def start_again() -> None:
+    """The teacher's one click after a gone class: the same lesson as a new class (a new code), on the class page."""
+    start(st.session_state[GONE].lesson, teach=True)
+    st.session_state[GO] = BY_SLUG["class"].file
+
+
+def join_form() -> None:
+    """A class code, an optional name and Join: the class page's join box, and a gone class's."""
+    code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
+    st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
+                  help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
+    st.button("Join", key="class_join", on_click=join_from_page, type="primary", icon=":material/login:",
+              disabled=not code.strip())
+
+
+def _gone_box() -> None:
+    gone = st.session_state[GONE]
+    st.markdown(gone_message(gone))
+    if not gone.teacher and st.session_state.get("_page") != "class":     # the class page has a join box of its own
+        if st.session_state.get("_class_problem"):
+            st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
+        join_form()
+    with st.container(horizontal=True):
+        if gone.lesson is not None:
+            st.button(f"Start {quote(_parsed(gone.lesson).title)} again", key="class_start_again",
+                      on_click=start_again, type="primary", icon=":material/replay:")
+        elif gone.teacher:
+            st.page_link(BY_SLUG["class"].file, label="Choose a lesson on the Class page", icon=":material/school:")
+        st.button("Close this message", key="class_gone_close", on_click=leave, icon=":material/close:")
+
+
 # --- the class box ---------------------------------------------------------------------------------------------
 
 
@@ -312,6 +462,9 @@ def class_box(name: str, text: str) -> None:
     """The class box at the top of every page, for a session in a class or walking a lesson (in the main area, not
     the sidebar: a phone hides its sidebar, and a projector shows the tally)."""
     if role() is None:
+        if GONE in st.session_state:
+            with st.container(border=True, key="class_box"):
+                _gone_box()
         return
     with st.container(border=True, key="class_box"):
         if role() == "alone":
@@ -337,9 +490,7 @@ def _box(name: str, text: str) -> None:
     code = st.session_state[CODE]
     found = current(code)
     if found is None:
-        st.warning(f"The class {code} has ended or its code expired.", icon=":material/event_busy:")
-        st.button("Leave the class", key="class_leave", on_click=leave)
-        return
+        class_gone(code)                   # the app runs again, and its class box says why
     state, lesson_ = found
     step = lesson_.steps[state.step]
     if role() == "teacher":
@@ -352,7 +503,10 @@ def _move(index: int) -> None:
     lesson_ = lesson()
     index = max(0, min(index, len(lesson_.steps) - 1))
     if role() == "teacher":
-        store().move(st.session_state[CODE], st.session_state[KEY], index)
+        try:
+            store().move(st.session_state[CODE], st.session_state[KEY], index)
+        except WrongKey:
+            return                         # the class is gone: the poll says why
     go_to(lesson_.steps[index], index)
 
 
