@@ -26,7 +26,7 @@ import torch
 from model.checkpoint import Bundle
 
 from explorer.lab import link as lab_link
-from explorer.registry import BY_SLUG, LAB
+from explorer.registry import BY_SLUG, FIELD_CHARS, LAB
 from explorer.view import MAX_CHARS
 
 READY = Path(__file__).resolve().parents[1] / "lessons"       # the lessons that ship with the app
@@ -34,7 +34,6 @@ MAX_BYTES = 64_000
 MAX_STEPS = 60
 VIEW_FIELDS = {"model": str, "text": str, "layer": int, "head": int, "token": int}
 QUESTION_KINDS = ("next-word",)
-FIELD_CHARS = 300                 # a page field's value, at most (the lab's probe sentence is the longest)
 OPTIONS = 4                       # a next-word question offers the model's four likeliest words
 
 

@@ -17,11 +17,11 @@ from playwright.sync_api import expect
 from bench.live import free_port
 from bench.replica import redis_server
 from browser_support import serve, wait_until_run
-from explorer import lessons as L
+from explorer import lessons
 from explorer.classroom import open_store
 from test_browser_lessons import Watched, join, start_class
 
-LESSON = L.ready_lessons()["attention-in-ten-minutes"]
+LESSON = lessons.ready_lessons()["attention-in-ten-minutes"]
 COUNT = len(LESSON.steps)
 # (a file the page was downloading when its server died, such as plotly.js, ends cut: it loads again when drawn)
 OUTAGE = re.compile(r"the connection to the server closed|Cannot send rerun backMessage when disconnected|"

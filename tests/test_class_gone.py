@@ -6,8 +6,8 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from conftest import APP, page_text
-from explorer import lessons as L
-from explorer.app import classroom as C
+from explorer import lessons
+from explorer.app import classroom
 from test_class import LESSON, class_page, on_page, student, teacher
 
 
@@ -24,50 +24,50 @@ def url(at: AppTest) -> dict:
 
 def test_after_a_restart_the_teacher_starts_the_same_lesson_in_one_click_and_a_student_joins_its_new_code():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code, "Ada")
     t.button(key="class_show_step").click().run()
     teachers_url, students_url = url(t), url(s)
     assert teachers_url["teaching"] == code and teachers_url["lesson"] == "attention-in-ten-minutes"
-    assert students_url["join"] == code and teachers_url["server"] == students_url["server"] == C.store().server_id()
-    assert t.session_state[C.KEY] not in teachers_url.values()                 # never the teacher key
-    C.store.clear()                                                           # the server restarts: a new store
+    assert students_url["join"] == code and teachers_url["server"] == students_url["server"] == classroom.store().server_id()
+    assert t.session_state[classroom.KEY] not in teachers_url.values()                 # never the teacher key
+    classroom.store.clear()                                                           # the server restarts: a new store
 
     s = reopened(students_url)
-    assert not s.exception and s.session_state.get(C.ROLE) is None
+    assert not s.exception and s.session_state.get(classroom.ROLE) is None
     assert f"**Class {code} ended because the server restarted.**" in page_text(s)
     assert "type it here to join" in page_text(s) and s.text_input(key="class_join_code").value == ""
     assert url(s)["join"] == code and url(s)["seat"] == students_url["seat"]    # a reload says it again
 
     t = reopened(teachers_url)
-    assert not t.exception and t.session_state.get(C.ROLE) is None
+    assert not t.exception and t.session_state.get(classroom.ROLE) is None
     assert f"**Class {code} ended because the server restarted.**" in page_text(t)
     assert "Start the lesson again: your students join with the new code." in page_text(t)
     t.button(key="class_start_again").click().run()
-    new = t.session_state[C.CODE]
-    assert not t.exception and t.session_state[C.ROLE] == "teacher" and new != code and on_page(t) == "class"
-    assert L.parse(t.session_state[C.LESSON]).title == LESSON.title
+    new = t.session_state[classroom.CODE]
+    assert not t.exception and t.session_state[classroom.ROLE] == "teacher" and new != code and on_page(t) == "class"
+    assert lessons.parse(t.session_state[classroom.LESSON]).title == LESSON.title
     assert any(m.value == f"# {new}" for m in t.markdown)                      # the new code, on the class page
     assert "ended because the server restarted" not in page_text(t)
 
     s.text_input(key="class_join_code").set_value(new).run()
     s.button(key="class_join").click().run()
-    assert not s.exception and s.session_state[C.ROLE] == "student" and s.session_state[C.CODE] == new
-    assert C.store().names(new) == [] and C.store().present(new) == 1 and "ended because" not in page_text(s)
+    assert not s.exception and s.session_state[classroom.ROLE] == "student" and s.session_state[classroom.CODE] == new
+    assert classroom.store().names(new) == [] and classroom.store().present(new) == 1 and "ended because" not in page_text(s)
     t.button(key="class_show_step").click().run()
     t.button(key="class_next").click().run()
     s.run()
-    assert on_page(s) == LESSON.steps[1].page and s.session_state[C.STEP] == 1         # following again
+    assert on_page(s) == LESSON.steps[1].page and s.session_state[classroom.STEP] == 1         # following again
 
 
 def test_a_student_is_told_when_the_teacher_ended_the_class_and_when_a_code_is_unknown_or_expired():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code, "Ada")
     students_url = url(s)
     t.button(key="class_end").click().run()
     s.run()                                                   # the student's poll finds the class gone
-    assert not s.exception and s.session_state.get(C.ROLE) is None
+    assert not s.exception and s.session_state.get(classroom.ROLE) is None
     assert f"**Your teacher ended class {code}.** To join another class, type its code here." in page_text(s)
     assert s.text_input(key="class_join_code").value == ""
     assert f"**Your teacher ended class {code}.**" in page_text(reopened(students_url))       # and after a reload
@@ -78,23 +78,23 @@ def test_a_student_is_told_when_the_teacher_ended_the_class_and_when_a_code_is_u
 
 
 def test_a_reloaded_teachers_tab_is_told_it_no_longer_leads_the_class_and_starts_its_own_lesson_again():
-    own = L.parse(json.dumps({**json.loads(LESSON.to_json()), "title": "My <b>own</b> lesson"}))
-    t = class_page(lesson=L.as_link(own))
+    own = lessons.parse(json.dumps({**json.loads(LESSON.to_json()), "title": "My <b>own</b> lesson"}))
+    t = class_page(lesson=lessons.as_link(own))
     t.button(key="class_start").click().run()
-    code, teachers_url = t.session_state[C.CODE], url(t)
+    code, teachers_url = t.session_state[classroom.CODE], url(t)
     s = student(code, "Ada")
-    assert teachers_url["lesson"] == L.as_link(own)                  # not a ready lesson: the lesson itself
+    assert teachers_url["lesson"] == lessons.as_link(own)                  # not a ready lesson: the lesson itself
     again = reopened(teachers_url)                                   # the same server: the class is still there
-    assert not again.exception and again.session_state.get(C.ROLE) is None
+    assert not again.exception and again.session_state.get(classroom.ROLE) is None
     assert f"**This tab no longer leads class {code}.** It was reloaded" in page_text(again)
     [start] = [b for b in again.button if b.key == "class_start_again"]
     assert start.label == r"Start “My \<b\>own\</b\> lesson” again"               # plain text, never markup
     start.click().run()
-    new = again.session_state[C.CODE]
-    assert again.session_state[C.ROLE] == "teacher" and new != code
-    assert L.parse(again.session_state[C.LESSON]).title == own.title
+    new = again.session_state[classroom.CODE]
+    assert again.session_state[classroom.ROLE] == "teacher" and new != code
+    assert lessons.parse(again.session_state[classroom.LESSON]).title == own.title
     s.switch_page("pages/class.py").run()                 # the old class still runs: its student joins the new one
     assert s.text_input(key="class_join_code").value == ""
     s.text_input(key="class_join_code").set_value(new).run()
     s.button(key="class_join").click().run()
-    assert not s.exception and s.session_state[C.CODE] == new and C.store().present(new) == 1
+    assert not s.exception and s.session_state[classroom.CODE] == new and classroom.store().present(new) == 1

@@ -117,8 +117,8 @@ def test_a_class_the_teacher_closed_is_remembered_as_ended_and_an_unknown_code_i
 
 def test_the_server_id_stays_for_the_stores_life_and_is_new_when_its_classes_start_from_nothing(store, redis_url):
     assert store.server_id() == store.server_id() and store.server_id()
-    if isinstance(store, S.MemoryStore):               # a new process: a new in-process store
-        assert S.MemoryStore().server_id() != store.server_id()
+    if isinstance(store, class_store.MemoryStore):               # a new process: a new in-process store
+        assert class_store.MemoryStore().server_id() != store.server_id()
     else:                                              # every replica, and a replica restarted, read the same id ...
         assert open_store(redis_url).server_id() == store.server_id()
         before = store.server_id()

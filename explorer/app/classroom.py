@@ -20,7 +20,6 @@ page that reconnected to a restarted server and ran again with its URL) tells th
 import json
 import secrets
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pandas as pd
 import streamlit as st
@@ -35,7 +34,7 @@ from explorer.numbers import percent
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
-from . import cache
+from . import cache, url
 from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
@@ -44,7 +43,6 @@ LESSON = "_class_lesson"            # the lesson as JSON (a student reads it fro
 PENDING, GO = "_class_pending", "_class_go"
 FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its toggle (a page switch may drop
                                                             # a widget's state; the plain key keeps the choice)
-LINK_CHARS = 200_000                # a lesson's link value in a URL, at most
 SERVER = "_class_server"            # the store's server_id when this session started or joined its class
 GONE = "_class_gone"                # a Gone: the class this session was in, and why it is gone
 
@@ -160,7 +158,7 @@ def switch_to(file: str) -> None:
     between left a teacher's tab with a URL that named neither the class nor presenter mode; seen in Chromium)."""
     keep_widget_values()
     modes = {name: value for name, value in view_params().items() if name in ("presenter", "high_contrast")}
-    st.switch_page(file, query_params={**modes, **url_params()})
+    url.switch_page(file, modes, url_params())
 
 
 # --- starting, joining, leaving (callbacks from the class page) --------------------------------------------------
@@ -218,8 +216,7 @@ def join_from_page() -> None:
 
 def join_link(code: str) -> str:
     """The link a student opens to join class `code` (the class page with the code filled in)."""
-    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
-    return f"{url.scheme}://{url.netloc}/class?join={code}"
+    return url.link("class", {"join": code})
 
 
 def end() -> None:
@@ -237,19 +234,20 @@ def leave() -> None:
         st.session_state.pop(key, None)
 
 
-def rejoin_from_url(query) -> None:
+def rejoin_from_url() -> None:
     """A new session (a reload, or a page that reconnected to a restarted server) finds its class from its first URL:
     a student's seat (join=, seat=) in a class that is still there; else what happened to it (`Gone`). join= alone
     fills in the code."""
     if st.session_state.get("_class_url_read"):
         return
     st.session_state["_class_url_read"] = True
+    query = url.read()[0]
     if "teaching" in query:
         _teacher_from_url(query)
     elif "join" in query and "seat" in query:
         code = normalise_code(query["join"])
         if store().position(code) is not None:
-            st.session_state[SEAT] = str(query["seat"])[:40]
+            st.session_state[SEAT] = query["seat"]
             join(code, "")
         else:
             st.session_state[GONE] = Gone(code, why_gone(code, query.get("server", "")), url=_class_fields(query))
@@ -273,8 +271,7 @@ def _lesson_field(raw: str) -> str:
 
 
 def _class_fields(query) -> dict[str, str]:
-    return {name: str(query[name])[:LINK_CHARS] for name in ("join", "seat", "teaching", "server", "lesson")
-            if name in query}
+    return {name: query[name] for name in url.CLASS if name in query}
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -312,15 +309,15 @@ def set_draft(lesson_: Lesson) -> None:
     st.session_state["lesson_title"] = lesson_.title
 
 
-def load_lesson_from_url(query) -> None:
+def load_lesson_from_url() -> None:
     """`?lesson=...` in a session's first URL opens that lesson on the class page: a ready lesson's key picks it, a
     lesson's link becomes the lesson being built (a teacher's URL names their lesson so, after a restart too)."""
     if st.session_state.get("_lesson_link_loaded"):
         return
     st.session_state["_lesson_link_loaded"] = True
-    if "lesson" not in query:
+    value = url.read()[0].get("lesson")
+    if value is None:
         return
-    value = str(query["lesson"])[:LINK_CHARS]
     if value in ready_lessons():
         st.session_state["class_lesson"] = value
         return
@@ -331,8 +328,7 @@ def load_lesson_from_url(query) -> None:
 
 
 def lesson_link(lesson_: Lesson) -> str:
-    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
-    return f"{url.scheme}://{url.netloc}/class?lesson={as_link(lesson_)}"
+    return url.link("class", {"lesson": as_link(lesson_)})
 
 
 # --- the question of a step ----------------------------------------------------------------------------------
@@ -387,7 +383,7 @@ def _teacher_from_url(query) -> None:
     with the class in Redis) but this session has no teacher key. Either way, the lesson again is one click away."""
     code = normalise_code(query["teaching"])
     try:
-        lesson_ = from_field(str(query.get("lesson", ""))[:LINK_CHARS]).to_json()
+        lesson_ = from_field(query.get("lesson", "")).to_json()
     except LessonError:
         lesson_ = None
     why = KEY_LOST if store().position(code) is not None else why_gone(code, query.get("server", ""))

@@ -15,7 +15,7 @@ import streamlit as st
 from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
-from explorer.app import classroom
+from explorer.app import classroom, url
 from explorer.app.state import link_to, section_key, use_example, view_params
 from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
@@ -263,7 +263,7 @@ LINK_CAPTIONS = {"": "This link reopens this page with the same model, sentence,
 def step_nav(slug: str) -> None:
     """Previous / next step buttons, and a link that reopens exactly this view. The browser's URL becomes that link
     too: the page may have set a field since the run began (a slider's first value, a link's value it refused)."""
-    st.query_params.from_dict({**view_params(), **classroom.url_params()})
+    url.write(view_params(), classroom.url_params())
     before, after = neighbours(slug)
     st.divider()
     # side by side on a wide screen; in presenter mode (large type) each on its own row, so neither is cut off
