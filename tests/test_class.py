@@ -5,7 +5,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.apptest import fragment_ids, run_fragment
 from conftest import APP, page_text
-from explorer import lessons
+from explorer import lessons, questions
 from explorer.app import classroom
 from explorer.classroom.store import WrongKey
 from explorer.registry import BY_SLUG
@@ -120,7 +120,7 @@ def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each
     ids = bundle.tokenizer.encode(step.view["text"])
     probs = torch.softmax(bundle.model.run(ids)["logits"][0, step.view["token"]].double(), -1)
     answer = bundle.tokenizer.vocab[int(probs.argmax())]
-    options = sorted(bundle.tokenizer.vocab[int(i)] for i in probs.topk(lessons.OPTIONS).indices)
+    options = sorted(bundle.tokenizer.vocab[int(i)] for i in probs.topk(questions.OPTIONS).indices)
     guesses = [answer, options[0] if options[0] != answer else options[1], answer]
     for s, guess in zip(students, guesses):
         s.run()

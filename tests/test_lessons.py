@@ -3,13 +3,12 @@ is computed from the model."""
 import json
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from conftest import APP, page_text
-from explorer import lessons
+from explorer import lessons, questions
+from explorer.questions import Question
 from explorer.registry import BY_SLUG
-from model.checkpoint import load_bundled
 
 
 def open_step(step: lessons.LessonStep) -> AppTest:
@@ -57,19 +56,6 @@ def test_every_step_of_a_ready_lesson_renders_the_view_it_names(name, n):
     assert BY_SLUG[step.page].title in page_text(at) or step.page == "home"
 
 
-@pytest.mark.parametrize("text, position", [("the cat sat on the mat because", 6), ("the dog chased the", 3)])
-def test_a_next_word_question_offers_the_models_likeliest_words_and_its_top_guess_is_the_answer(text, position):
-    bundle = load_bundled("tinytales")
-    ids = bundle.tokenizer.encode(text)
-    asked = lessons.next_word_question(bundle, ids, position, "Which word?")
-    probs = torch.softmax(bundle.model.run(ids)["logits"][0, position].double(), -1)
-    top = probs.topk(lessons.OPTIONS)
-    vocab = bundle.tokenizer.vocab
-    assert asked.answer == vocab[int(probs.argmax())]
-    assert list(asked.options) == sorted(vocab[int(i)] for i in top.indices)            # order gives nothing away
-    assert asked.probabilities[asked.answer] == pytest.approx(float(top.values[0]), rel=1e-9)
-
-
 def good() -> dict:
     return {"title": "t", "steps": [{"page": "attention", "tab": "who-looks", "view": {"layer": 1}}]}
 
@@ -97,6 +83,23 @@ def changed(**steps) -> bytes:
     (changed(view={"text": "x" * 5000}), "longer than"),
     (changed(fields={"colour": "red"}), "fields are what-if"),
     (changed(question={"kind": "essay"}), "a question needs a kind"),
+    (changed(question={"kind": "next-word", "answer": "cat"}), "takes no answer: the model gives it"),
+    (changed(question={"kind": "looks-at", "options": ["dog", "cat"]}), "takes no options: the model gives it"),
+    (changed(question={"kind": "reads-source"}), "a reads-source question does not fit the attention page"),
+    (changed(question={"kind": "biggest-push"}), "questions for that page: next-word, looks-at, knockout"),
+    (changed(question={"kind": "choice", "prompt": "Which?", "options": ["a", "b"]}), "needs its right answer"),
+    (changed(question={"kind": "choice", "prompt": "Which?", "options": ["a", "b"], "answer": "c"}),
+     "needs its right answer, one of its options"),
+    (changed(question={"kind": "choice", "options": ["a", "b"], "answer": "a"}), "needs a prompt"),
+    (changed(question={"kind": "choice", "prompt": "?", "options": [str(n) for n in range(7)], "answer": "1"}),
+     "2 to 6 texts"),
+    (changed(question={"kind": "poll", "options": ["only one"]}), "2 to 6 texts"),
+    (changed(question={"kind": "poll", "options": ["yes", " yes "]}), "two options are the same"),
+    (changed(question={"kind": "poll", "options": ["yes", "x" * 500]}), "longer than 80"),
+    (changed(question={"kind": "poll", "options": ["yes", 3]}), "an option should be text"),
+    (changed(question={"kind": "poll", "options": ["a", "b"], "answer": "a"}), "a poll has no right answer"),
+    (changed(question={"kind": "looks-at", "prompt": "x" * 5000}), "longer than 300"),
+    (changed(question={"kind": "looks-at", "word": "cat"}), "only nearest-word, reads-source questions have one"),
     (changed(note=["<script>"]), "note should be text"),
     (changed(extra=1), "fields a lesson does not use: extra"),
 ])
@@ -104,6 +107,31 @@ def test_a_file_that_is_not_a_lesson_gets_a_clear_message(data, said):
     with pytest.raises(lessons.LessonError) as error:
         lessons.parse(data)
     assert said in str(error.value)
+
+
+def test_an_old_lesson_file_still_loads_and_every_kind_reads_back_as_itself():
+    old = {"title": "Before question kinds", "steps": [
+        {"page": "prediction", "view": {"model": "tinytales", "text": "the cat sat"},
+         "question": {"kind": "next-word", "prompt": "Which word next?", "colour": "ignored, as it always was"}},
+        {"page": "attention", "question": {"kind": "next-word"}}]}
+    lesson = lessons.parse(json.dumps(old))
+    assert [s.question for s in lesson.steps] == [Question("next-word", "Which word next?"), Question("next-word")]
+    every = {"title": "every kind", "steps": [
+        {"page": "tokenization", "question": {"kind": "token-count", "text": "unbelievably"}},
+        {"page": "embedding", "question": {"kind": "nearest-word", "word": "cat"}},
+        {"page": "attention", "question": {"kind": "looks-at"}},
+        {"page": "residual", "question": {"kind": "lens-layer", "prompt": "When?"}},
+        {"page": "attention", "question": {"kind": "knockout"}},
+        {"page": "why", "question": {"kind": "biggest-push"}},
+        {"page": "encoder-decoder", "question": {"kind": "reads-source", "word": "chat"}},
+        {"page": "training", "question": {"kind": "choice", "prompt": "Who?", "options": ["a", "b  c"], "answer": "a"}},
+        {"page": "discoveries", "question": {"kind": "poll", "options": ["yes", "no"]}},
+        {"page": "class", "question": {"kind": "poll"}}]}
+    lesson = lessons.parse(json.dumps(every))
+    assert lessons.parse(lesson.to_json()) == lesson
+    assert lesson.steps[7].question.options == ("a", "b c")               # kept as the class store keeps an answer
+    assert json.loads(lesson.to_json())["steps"][2]["question"] == {"kind": "looks-at"}     # only what it uses
+    assert {s.question.kind for s in lesson.steps} | {"next-word"} == set(questions.KINDS)
 
 
 def test_html_in_a_lesson_stays_text_and_a_missing_title_gets_a_name():

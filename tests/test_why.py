@@ -51,7 +51,7 @@ def test_the_attribution_story_states_the_models_own_numbers(name, where):
         values = result.column(target)
         up = int(values.argmax())
         if values[up] > 0:
-            assert f"{why._part_words(result.parts[up])}** ({signed(float(values[up]))})" in story
+            assert f"{why.part_words(result.parts[up])}** ({signed(float(values[up]))})" in story
         kinds = {k: sum(float(v) for p, v in zip(result.parts, values) if p.kind == k) for k in why.KIND_WORDS}
         assert f"the attention heads {signed(kinds['head'])}" in story
         assert sum(kinds.values()) == pytest.approx(logit, abs=1e-4)
@@ -93,7 +93,7 @@ def test_why_x_rather_than_y_names_the_gap_and_the_part_that_makes_most_of_it():
         assert f"a difference of **{signed(gap)}**" in story
         difference = result.difference(target, other).numpy()
         best = int(difference.argmax()) if gap >= 0 else int(difference.argmin())
-        assert f"**{why._part_words(result.parts[best])}** ({signed(float(difference[best]))})" in story
+        assert f"**{why.part_words(result.parts[best])}** ({signed(float(difference[best]))})" in story
         ahead = first
         assert f"puts {quote(vocab[ahead])} furthest ahead" in story
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from model.inputs import prepare_text
-
 from explorer.classroom import open_store
 from explorer.classroom.store import IDLE_SECONDS, Position, TooMany, WrongKey, normalise_code
-from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_field, as_link, from_field,
-                              from_link, next_word_question, parse, ready_lessons, step_from_view)
+from explorer import questions
+from explorer.lessons import (Lesson, LessonError, LessonStep, MAX_STEPS, as_field, as_link, from_field, from_link, parse,
+                              ready_lessons, step_from_view)
+from explorer.questions import Asked
 from explorer.numbers import percent
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
@@ -335,19 +335,52 @@ def lesson_link(lesson_: Lesson) -> str:
 
 
 def asked(step: LessonStep, name: str, text: str) -> Asked | None:
-    """The step's question as the class sees it, answered by the step's model (None: no question, or no model)."""
-    if step.question is None:
+    """The step's question as the class sees it, answered by the step's model on the step's view, once per server
+    (None: no question, or one this model or sentence cannot answer: `unanswerable` says why)."""
+    try:
+        return ask(step, name, text)
+    except questions.Unanswerable:
         return None
+
+
+def unanswerable(step: LessonStep, name: str, text: str) -> str | None:
+    """Why the step's question cannot be asked on its model and sentence (None: it can, or it has none)."""
+    try:
+        ask(step, name, text)
+    except questions.Unanswerable as problem:
+        return str(problem)
+    return None
+
+
+def ask(step: LessonStep, name: str, text: str) -> Asked | None:
+    """The step's question answered (questions.ask), computed once per server and kept for the class."""
+    question = step.question
+    if question is None:
+        return None
+    if not questions.KINDS[question.kind].needs_model:
+        return questions.ask(question, None, None)
     name, text = step.view.get("model", name), step.view.get("text", text)
     try:
         bundle = get_bundle(name)
-        cfg = bundle.model.cfg
-        ids = prepare_text(bundle.tokenizer, text, min(cfg.max_len, READ_LIMIT), context=cfg.max_len).ids
-    except (KeyError, ValueError, OSError):
-        return None
-    position = min(int(step.view.get("token", len(ids) - 1)), len(ids) - 1)
-    key = ("asked", model_key(name, bundle.model), tuple(ids), position, step.question.prompt)
-    return cache.for_the_class(key, lambda: next_word_question(bundle, list(ids), position, step.question.prompt))
+        reading = questions.reading(name, bundle, text, READ_LIMIT)
+    except (KeyError, ValueError, OSError) as problem:
+        raise questions.Unanswerable(f"The step's model {quote(name)} cannot read its sentence here ({problem}).") \
+            from None
+    cfg = bundle.model.cfg
+    where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids))
+    key = ("asked", model_key(name, bundle.model), reading.ids, where, question)
+    found = cache.for_the_class(key, lambda: _answered(question, reading, where))
+    if isinstance(found, questions.Unanswerable):
+        raise found
+    return found
+
+
+def _answered(question: questions.Question, reading, where: questions.Place) -> Asked | questions.Unanswerable:
+    """The answer, or why there is none (kept too: a question this model cannot answer is not tried every poll)."""
+    try:
+        return questions.ask(question, reading, where)
+    except questions.Unanswerable as problem:
+        return problem
 
 
 def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
@@ -536,7 +569,9 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     present = s.present(code)
     asked_ = asked(step, name, text)
     if asked_ is None:
-        st.caption(f"{present} student{'s' * (present != 1)} present.")
+        problem = unanswerable(step, name, text)
+        st.caption(f"{present} student{'s' * (present != 1)} present."
+                   + (f" This step's question is not asked: {escape(problem)}" if problem else ""))
         return
     counts = s.tally(code, state.step)
     answered = sum(counts.values())
@@ -544,8 +579,7 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True,
                  height=60 + 45 * len(asked_.options))          # a row per answer, each labelled
     if state.is_revealed:
-        st.markdown(f"The model's answer: {quote(asked_.answer)} "
-                    f"({percent(asked_.probabilities[asked_.answer])})")
+        st.markdown(f"The model's answer: {quote(asked_.answer)} ({asked_.shown[asked_.answer]})")
     else:
         st.button("Reveal the answer", key="class_reveal", on_click=_reveal, args=(state.step,),
                   icon=":material/visibility:")
@@ -586,11 +620,11 @@ def _student(code, lesson_, state, step, name, text) -> None:
         if mine is not None:
             st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
         return
-    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])}).  \n"
+    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({asked_.shown[asked_.answer]}).  \n"
                 + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
                    if mine is not None else "You did not answer this one."))
-    st.dataframe(pd.DataFrame({"word": list(asked_.probabilities), "the model's probability":
-                               [percent(p) for p in asked_.probabilities.values()]}), hide_index=True)
+    st.dataframe(pd.DataFrame({"word": list(asked_.shown), asked_.measure: list(asked_.shown.values())}),
+                 hide_index=True)
 
 
 def _keep_follow() -> None:

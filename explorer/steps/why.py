@@ -155,11 +155,11 @@ def attribution_figure(view: View, trace, position: int, target: int, other: int
                                "total = the difference", view.presenter, bars)
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
     return f"{value:+.2f}".replace("-", "−")
 
 
-def _part_words(part: model_attribution.Part) -> str:
+def part_words(part: model_attribution.Part) -> str:
     """A part as a sentence says it: "layer 1 head 3", "the MLP of layer 0", "the token embedding"."""
     if part.kind == "head":
         cross = "cross-attention " if part.attention == "cross_attn" else ""
@@ -181,7 +181,7 @@ def source_story(view: View, trace, result: model_attribution.Attribution, index
     cross = part.attention == "cross_attn"                      # it read the source, not the stream's tokens
     tokens = view.tokens if cross else stream_tokens(view, trace)
     where = f"{quote(tokens[best])} at {'source ' if cross else ''}position {best}"
-    return f"most of it ({_signed(float(sources[best]))}) comes from {where}"
+    return f"most of it ({signed(float(sources[best]))}) comes from {where}"
 
 
 def attribution_story(view: View, trace, result: model_attribution.Attribution, target: int) -> str:
@@ -196,18 +196,18 @@ def attribution_story(view: View, trace, result: model_attribution.Attribution, 
     lines = [f"The model gives {word} a score (logit) of **{logit:.2f}** after {after} (position {result.position}); "
              f"the {len(values)} parts below add up to it."]
     if values[up] > 0:
-        lines.append(f"The biggest push up comes from **{_part_words(result.parts[up])}** "
-                     f"({_signed(float(values[up]))}).")
+        lines.append(f"The biggest push up comes from **{part_words(result.parts[up])}** "
+                     f"({signed(float(values[up]))}).")
     if values[down] < 0:
-        lines.append(f"The biggest push down comes from **{_part_words(result.parts[down])}** "
-                     f"({_signed(float(values[down]))}).")
+        lines.append(f"The biggest push down comes from **{part_words(result.parts[down])}** "
+                     f"({signed(float(values[down]))}).")
     kinds = [(k, float(sum(v for p, v in zip(result.parts, values.tolist()) if p.kind == k))) for k in KIND_WORDS]
-    lines.append("Together: " + ", ".join(f"{words} {_signed(v)}" for (k, v), words in
+    lines.append("Together: " + ", ".join(f"{words} {signed(v)}" for (k, v), words in
                                           zip(kinds, KIND_WORDS.values())) + ".")
     heads = [i for i, p in enumerate(result.parts) if p.kind == "head"]
     if heads:
         strongest = max(heads, key=lambda i: abs(float(values[i])))
-        lines.append(f"{_part_words(result.parts[strongest]).capitalize()} adds {_signed(float(values[strongest]))} "
+        lines.append(f"{part_words(result.parts[strongest]).capitalize()} adds {signed(float(values[strongest]))} "
                      f"to {word}; {source_story(view, trace, result, strongest, target)}.")
     return " ".join(lines)
 
@@ -220,8 +220,8 @@ def rather_story(view: View, result: model_attribution.Attribution, target: int,
     best = int(difference.argmax()) if a >= b else int(difference.argmin())
     ahead, behind = (quote(vocab[target]), quote(vocab[other])) if a >= b else (quote(vocab[other]), quote(vocab[target]))
     return (f"{quote(vocab[target])} scores {a:.2f} and {quote(vocab[other])} {b:.2f}: a difference of "
-            f"**{_signed(a - b)}**, which the parts below add up to. The part that puts {ahead} furthest ahead of "
-            f"{behind} is **{_part_words(result.parts[best])}** ({_signed(float(difference[best]))}).")
+            f"**{signed(a - b)}**, which the parts below add up to. The part that puts {ahead} furthest ahead of "
+            f"{behind} is **{part_words(result.parts[best])}** ({signed(float(difference[best]))}).")
 
 
 def head_story(view: View, trace, result: model_attribution.Attribution, layer: int, head: int, target: int) -> str:
@@ -231,7 +231,7 @@ def head_story(view: View, trace, result: model_attribution.Attribution, layer: 
     value = float(result.column(target)[index])
     rank = heads_by_size(result, result.column(target)).index(index) + 1
     heads = sum(p.kind == "head" for p in result.parts)
-    return (f"Layer {layer} head {head} adds {_signed(value)} to {quote(view.bundle.tokenizer.vocab[target])} "
+    return (f"Layer {layer} head {head} adds {signed(value)} to {quote(view.bundle.tokenizer.vocab[target])} "
             f"(number {rank} of {heads} heads by size); {source_story(view, trace, result, index, target)}.")
 
 
@@ -381,8 +381,8 @@ def node_story(view: View, node: Node, table: pd.DataFrame) -> str:
     what = "attention" if node.state == "mid" else "MLP"
     return (f"What layer {node.layer}'s {what} wrote at {quote(view.tokens[node.position])} (position "
             f"{node.position}), read directly by the unembedding: it pushes {quote(table.promotes[0])} up most "
-            f"({_signed(table['up by'][0])}) and {quote(table.suppresses[0])} down most "
-            f"({_signed(table['down by'][0])}).")
+            f"({signed(table['up by'][0])}) and {quote(table.suppresses[0])} down most "
+            f"({signed(table['down by'][0])}).")
 
 
 # --- activation patching -------------------------------------------------------------------------------------
@@ -482,9 +482,9 @@ def pair_story(view: View, result: Patching, corrupted_tokens: list[str]) -> str
     where = ", ".join(f"{quote(view.tokens[t])} → {quote(corrupted_tokens[t])} (position {t})" for t in changed)
     return (f"The sentences differ at {where}. After {quote(view.tokens[pair.position])} (position "
             f"{pair.position}) we compare {quote(vocab[pair.answer])} with {quote(vocab[pair.other])}: "
-            f"score difference {_signed(pair.clean_diff)} in your sentence, {_signed(pair.corrupted_diff)} in the "
+            f"score difference {signed(pair.clean_diff)} in your sentence, {signed(pair.corrupted_diff)} in the "
             "changed one. Each cell below is the share of that gap a patch brings back: 1 all of it, 0 none."
-            + (f" The gap is small ({_signed(pair.clean_diff - pair.corrupted_diff)}): the changed word barely matters "
+            + (f" The gap is small ({signed(pair.clean_diff - pair.corrupted_diff)}): the changed word barely matters "
                "here, so the shares are ratios of small numbers. A position where it matters more shows more."
                if abs(pair.clean_diff - pair.corrupted_diff) < SMALL_GAP else ""))
 
