@@ -9,6 +9,7 @@ from conftest import APP, page_text
 from explorer import lessons, questions
 from explorer.questions import Question
 from explorer.registry import BY_SLUG
+from model.checkpoint import load_bundled
 
 
 def open_step(step: lessons.LessonStep) -> AppTest:
@@ -138,3 +139,23 @@ def test_html_in_a_lesson_stays_text_and_a_missing_title_gets_a_name():
     lesson = lessons.parse(changed(note="<script>alert(1)</script>", view={"text": "<b>the</b> cat"}))
     assert lesson.steps[0].note == "<script>alert(1)</script>" and lesson.steps[0].view["text"] == "<b>the</b> cat"
     assert lessons.parse(json.dumps({"steps": good()["steps"]})).title == "Untitled lesson"
+
+
+def test_the_ready_lecture_lasts_a_lecture_visits_every_page_and_asks_every_kind_its_models_can_answer():
+    lecture = lessons.ready_lessons()["transformers-in-one-lecture"]
+    assert lecture.title == "Transformers in one lecture"
+    assert len(lecture.steps) >= 20 and all(len(step.note) >= 60 for step in lecture.steps)       # notes read aloud
+    assert {step.page for step in lecture.steps} == set(BY_SLUG) - {"class"}
+    asked = [step for step in lecture.steps if step.question]
+    assert len(asked) >= 8 and len({step.question.kind for step in asked}) >= 5
+    for step in asked:
+        question = step.question
+        if not questions.KINDS[question.kind].needs_model:
+            assert questions.ask(question, None, None).options
+            continue
+        bundle = load_bundled(step.view["model"])
+        reading = questions.reading(step.view["model"], bundle, step.view["text"], 64)
+        cfg = bundle.model.cfg
+        answered = questions.ask(question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
+                                                                     len(reading.ids)))
+        assert answered.answer in answered.options and answered.said, step
