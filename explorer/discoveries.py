@@ -23,6 +23,8 @@ from model.checkpoint import Bundle
 from model.corpora import ANIMALS, NAMES, TINY_TALES_WORDS, tiny_tales_probes
 from model.transformer import block_name
 
+from explorer.lessons import LessonStep
+from explorer.questions import Question
 from explorer.steps import attention
 from explorer.steps import positions
 from explorer.plot import SEQUENTIAL, labels, safe, style
@@ -570,6 +572,24 @@ def diverging_card(outcome: LabOutcome | None = None) -> Discovery:
 
 
 MODEL_CARDS = (pronoun_card, knockout_card, agreement_card, names_card, positions_card, scaling_card)
+
+
+# "Ask the class" on a card: its view goes into the lesson being built, with a question the model answers on that
+# view (the card's own words where they ask the same thing), or for the lab's run a poll of the card's options.
+CLASS_QUESTIONS = {"pronoun": ("looks-at", True), "knockout": ("knockout", False), "agreement": ("next-word", False),
+                   "names": ("next-word", False), "positions": ("next-word", False), "scaling": ("looks-at", False),
+                   "diverging": ("poll", True)}
+
+
+def lesson_step(discovery: Discovery) -> LessonStep:
+    """The card's "Show me" view as a lesson step, with the question a class is asked about it."""
+    target, (kind, own_words) = discovery.target, CLASS_QUESTIONS[discovery.key]
+    view = {key: value for key in ("model", "text", "layer", "head", "token")
+            if (value := getattr(target, key)) is not None}
+    fields = dict(target.fields) | ({"preset": target.preset} if target.preset else {})
+    question = Question(kind, discovery.question if own_words else "",
+                        discovery.options if kind == "poll" else ())
+    return LessonStep(target.slug, target.tab, view, fields, note=discovery.title, question=question)
 
 
 def discoveries(bundle: Bundle, name: str) -> list[Discovery]:

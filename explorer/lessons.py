@@ -256,20 +256,45 @@ def file_name(lesson: Lesson) -> str:
 
 
 def steps_table(steps: list[LessonStep]) -> pd.DataFrame:
-    """The steps being built as a table a teacher edits: the order and note are theirs, `keep` drops a step."""
+    """The steps being built as a table a teacher edits: the order, note and question are theirs (`questions`
+    says which kinds fit the step's page), `keep` drops a step."""
     return pd.DataFrame({"order": range(1, len(steps) + 1),
                          "page": [BY_SLUG[s.page].title for s in steps],
                          "tab": [BY_SLUG[s.page].tab(s.tab) if s.tab else "" for s in steps],
                          "sentence": [s.view.get("text", "") for s in steps],
-                         "note": [s.note for s in steps], "keep": [True] * len(steps)})
+                         "note": [s.note for s in steps],
+                         "question": [s.question.kind if s.question else "" for s in steps],
+                         "questions": [", ".join(fitting(s.page)) for s in steps], "keep": [True] * len(steps)})
 
 
-def from_table(steps: list[LessonStep], edited: pd.DataFrame, title: str) -> Lesson | None:
-    """The lesson the edited table says (its notes, its order, the kept steps), or None when none is kept."""
-    kept = [(float(row.order) if pd.notna(row.order) else float(n + 1), n,
-             replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else ""))
-            for n, row in enumerate(edited.itertuples()) if row.keep]
+def _asked_in_table(step: LessonStep, kind, n: int) -> tuple[Question | None, str | None]:
+    """The question a table's row asks (its kind as chosen; a kept kind keeps its prompt and options), and why a
+    chosen kind could not be used, if it could not."""
+    kind = kind if isinstance(kind, str) else ""
+    if kind == (step.question.kind if step.question else ""):
+        return step.question, None
+    if not kind:
+        return None, None
+    if kind not in KINDS or step.page not in KINDS[kind].pages:
+        return step.question, (f"Step {n}: a {kind} question does not fit the {BY_SLUG[step.page].title} page "
+                               f"(questions for it: {', '.join(fitting(step.page))}).")
+    if kind == "choice":
+        return step.question, (f"Step {n}: a choice needs its options and right answer, written in the lesson file "
+                               "(download it, edit it, upload it).")
+    return Question(kind), None
+
+
+def from_table(steps: list[LessonStep], edited: pd.DataFrame, title: str) -> tuple[Lesson | None, list[str]]:
+    """The lesson the edited table says (its notes, questions and order, the kept steps; None when none is kept),
+    and what could not be done as asked."""
+    kept, problems = [], []
+    for n, row in enumerate(edited.itertuples()):
+        question, problem = _asked_in_table(steps[n], getattr(row, "question", None), n + 1)
+        problems += [problem] if problem else []
+        if row.keep:
+            kept.append((float(row.order) if pd.notna(row.order) else float(n + 1), n,
+                         replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else "", question=question)))
     if not kept:
-        return None
+        return None, problems
     ordered = tuple(step for _, _, step in sorted(kept, key=lambda x: (x[0], x[1])))
-    return Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered)
+    return Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered), problems

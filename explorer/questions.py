@@ -76,7 +76,7 @@ class Asked:
     options: tuple[str, ...]              # in the order every screen shows them
     answer: str | None                    # one of options; None for a poll
     values: dict[str, float] = field(default_factory=dict)   # each option's number from the model
-    shown: dict[str, str] = field(default_factory=dict)      # the same, as the reveal writes it
+    shown: dict[str, str] = field(default_factory=dict)      # the same, as the reveal writes it (plain text)
     measure: str = ""                     # what the numbers are, a column's title
     said: str = ""                        # what the model did, one computed sentence (Markdown, text escaped)
 
@@ -254,7 +254,7 @@ def lens_layer(question: Question, view: View, where: Place) -> Asked:
         offered = range(start, start + LENS_OPTIONS)
     vocab = view.bundle.tokenizer.vocab
     values = {stages[s]: float(probs[s]) for s in offered}
-    shown = {stages[s]: f"{quote(label(vocab[int(column[s])]))} {percent(probs[s])}" for s in offered}
+    shown = {stages[s]: f"“{label(vocab[int(column[s])])}” {percent(probs[s])}" for s in offered}
     after = label(view.tokens[where.token])
     return Asked("lens-layer", question.prompt or "Reading the stream early (the logit lens): at which stage does "
                  f"the final guess after “{after}” first come out on top?", tuple(stages[s] for s in offered),
@@ -384,6 +384,20 @@ KINDS = {kind.name: kind for kind in [
     Kind("choice", EVERY_PAGE, choice, ("options", "answer"), "the teacher's own multiple choice"),
     Kind("poll", EVERY_PAGE, poll, ("options",), "a poll without a right answer"),
 ]}
+
+
+# The question "Ask the class" puts on a view of each page (a teacher changes it in the lesson's table): the kind
+# the page shows best; a page the model answers nothing about gets a poll.
+SUGGESTED = {"home": "next-word", "tokenization": "token-count", "embedding": "nearest-word", "positions": "next-word",
+             "attention": "looks-at", "feedforward": "next-word", "residual": "lens-layer", "prediction": "next-word",
+             "why": "biggest-push", "encoder-decoder": "reads-source"}
+
+
+def suggested(page: str, tab: str | None = None) -> Question:
+    """The question "Ask the class" asks about a view of `page` (on the attention page's what-if tab: a knockout)."""
+    if page == "attention" and tab == "what-if":
+        return Question("knockout")
+    return Question(SUGGESTED.get(page, "poll"))
 
 
 def fitting(page: str) -> list[str]:

@@ -4,7 +4,7 @@ import io
 import segno
 import streamlit as st
 
-from explorer import lessons
+from explorer import lessons, questions
 from explorer.app import classroom
 from explorer.app.layout import explanation, page_header
 from explorer.app.state import view
@@ -15,10 +15,16 @@ def edit_draft(steps: list) -> lessons.Lesson | None:
     """The lesson being built, as a table: notes to write, an order to change, steps to delete."""
     title = st.text_input("Title", key="lesson_title", max_chars=120, placeholder="Untitled lesson")
     edited = st.data_editor(lessons.steps_table(steps), key="lesson_editor", hide_index=True, width="stretch",
-                            disabled=["page", "tab", "sentence"],
+                            disabled=["page", "tab", "sentence", "questions"],
                             column_config={"order": st.column_config.NumberColumn(min_value=1, step=1),
-                                           "note": st.column_config.TextColumn(max_chars=1000, width="large")})
-    lesson = lessons.from_table(steps, edited, title)
+                                           "note": st.column_config.TextColumn(max_chars=1000, width="large"),
+                                           "question": st.column_config.SelectboxColumn(
+                                               options=["", *questions.KINDS], help="What the class is asked at this "
+                                               "step (empty: nothing); “questions” lists the kinds that fit its page"),
+                                           "questions": st.column_config.TextColumn("questions that fit")})
+    lesson, problems = lessons.from_table(steps, edited, title)
+    for problem in problems:
+        st.warning(escape(problem), icon=":material/info:")
     if lesson is None:
         st.info("Every step is unticked: nothing to teach yet.", icon=":material/info:")
     return lesson
@@ -54,6 +60,8 @@ if role == "teacher":
     classroom.who_joined(code)                               # polled: the room joining shows as it happens
     st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
                "tab open: the teacher key lives only in it.")
+    st.subheader("What the class got right")
+    classroom.class_summary(code, v.name, v.text)            # polled: the answers as they come in
     with st.container(horizontal=True):
         st.button("Show the class's step", key="class_show_step", on_click=classroom.show_class_step, type="primary",
                   icon=":material/arrow_forward:", help="Students who joined already see it; come back here with "
@@ -62,6 +70,7 @@ if role == "teacher":
 elif role == "student":
     st.success(f"You are in class {st.session_state[classroom.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")
+    classroom.own_summary(st.session_state[classroom.CODE], v.name, v.text)
     st.button("Leave the class", key="class_leave_page", on_click=classroom.leave, icon=":material/logout:")
     st.caption("Your teacher started the lesson again with a new code (their tab was reloaded, or its server "
                "restarted)? Join it here:")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import discoveries
-from explorer.app import discover
+from explorer.app import classroom, discover
 from explorer.app.layout import chart, explanation, page_header, step_nav
 from explorer.app.state import get_bundle, view
 
@@ -33,6 +33,7 @@ def draw(discovery: discoveries.Discovery) -> None:
         options = list(discovery.options)
         guess = st.radio(discovery.question, options, key=f"discovery_radio_{discovery.key}", disabled=revealed,
                          index=options.index(saved["guess"]) if saved.get("guess") in options else None)
+        ask_the_class(discovery)
         if not revealed:
             st.button("Reveal", key=f"discovery_reveal_{discovery.key}", on_click=discover.reveal, args=(discovery.key,),
                       disabled=guess is None, icon=":material/visibility:",
@@ -47,6 +48,14 @@ def draw(discovery: discoveries.Discovery) -> None:
         st.button("Show me", key=f"discovery_show_{discovery.key}", on_click=discover.show_me, args=(discovery.target,),
                   type="primary", icon=":material/arrow_forward:",
                   help="Open the page that shows this, with the model, sentence, layer, head and token set.")
+
+
+def ask_the_class(discovery: discoveries.Discovery) -> None:
+    """A teacher's button: this card's view and a question about it go into the lesson being built."""
+    st.button("Ask the class", key=f"discovery_ask_{discovery.key}", icon=":material/quiz:", type="tertiary",
+              on_click=classroom.add_step, args=(discoveries.lesson_step(discovery),),
+              help="Add this card's view to your lesson with a question the model answers about it (the Class page "
+                   "lists your lesson's steps).")
 
 
 cards = [*discover.cached_discoveries(name), discoveries.diverging_card()]

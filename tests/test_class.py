@@ -9,6 +9,7 @@ from explorer import lessons, questions
 from explorer.app import classroom
 from explorer.classroom.store import WrongKey
 from explorer.registry import BY_SLUG
+from explorer.numbers import percent
 from explorer.view import escape
 from model.checkpoint import load_bundled
 
@@ -133,11 +134,12 @@ def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each
     assert any(m.startswith("**3 of 3** present have answered") for m in t.markdown.values), t.markdown.values
     assert classroom.store().tally(code, QUESTION) == {answer: 2, guesses[1]: 1}
     t.button(key="class_reveal").click().run()
-    assert f"The model's answer: “{answer}” ({classroom.percent(float(probs.max()))})" in page_text(t)
+    shown = escape(percent(float(probs.max())))                                      # 99.9%, not 100%
+    assert f"The model's answer:** “{answer}” ({shown}). **2 of 3 right ({percent(2 / 3)}).**" in page_text(t)
     for s, guess in zip(students, guesses):
         s.run()
         text = page_text(s)
-        assert f"The model's answer:** “{answer}” ({classroom.percent(float(probs.max()))})" in text      # 99.9%, not 100%
+        assert f"The model's answer:** “{answer}” ({shown})" in text
         assert f"Your guess:** “{guess}”" in text and (("right!" in text) == (guess == answer))
         assert not [r for r in s.radio if r.key == f"class_answer_{QUESTION}"]      # answers closed
     assert not classroom.store().answer(code, students[0].session_state[classroom.SEAT], QUESTION, guesses[1])

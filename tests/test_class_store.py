@@ -141,6 +141,21 @@ def test_one_answer_per_student_per_step_changeable_until_the_reveal(store):
     assert store.answer(code, "s3", 1, "x") and store.tally(code, 1) == {"x": 1}              # another step
 
 
+def test_every_answer_and_who_gave_it_are_read_for_the_summary_and_nothing_outlives_the_class(store):
+    code, key = store.open_class(LESSON)
+    store.join(code, "s1", "Ada")
+    store.join(code, "s2", "")
+    store.answer(code, "s1", 0, "dog")
+    store.answer(code, "s2", 0, "cat")
+    store.answer(code, "s2", 2, "1")
+    assert store.answers(code, 0) == {"s1": "dog", "s2": "cat"} and store.answers(code, 2) == {"s2": "1"}
+    assert store.answers(code, 1) == {} and store.roster(code) == {"s1": "Ada", "s2": ""}
+    store.close(code, key)
+    assert store.answers(code, 0) == {} and store.roster(code) == {} and store.answers(code, 2) == {}
+    if not isinstance(store, class_store.MemoryStore):
+        assert not store._redis.keys(f"class:{code}:*answers*") and not store._redis.keys(f"class:{code}:names")
+
+
 def test_names_and_answers_are_plain_text_of_limited_length(store):
     code, _ = store.open_class(LESSON)
     store.join(code, "s1", "<b>Bob</b>\n\u0000" + "x" * 500)

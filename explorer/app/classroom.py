@@ -19,18 +19,17 @@ page that reconnected to a restarted server and ran again with its URL) tells th
 """
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import streamlit as st
 
-from explorer.classroom import open_store
+from explorer.classroom import open_store, summary
 from explorer.classroom.store import IDLE_SECONDS, Position, TooMany, WrongKey, normalise_code
 from explorer import questions
 from explorer.lessons import (Lesson, LessonError, LessonStep, MAX_STEPS, as_field, as_link, from_field, from_link, parse,
                               ready_lessons, step_from_view)
 from explorer.questions import Asked
-from explorer.numbers import percent
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
@@ -291,17 +290,23 @@ def draft() -> list[LessonStep]:
     return st.session_state.setdefault(DRAFT, [])
 
 
-def add_this_view(slug: str) -> None:
+def add_this_view(slug: str, ask: bool = False) -> None:
     """A button's callback on any page: add the view on screen (page, model, sentence, layer, head, token, tab and
-    the page's own fields) to the lesson being built."""
+    the page's own fields) to the lesson being built; `ask`: with the question that fits it ("Ask the class")."""
     state = st.session_state
     view = {key: state[key] for key in ("model", "text", "layer", "head", "token") if key in state}
     page = BY_SLUG[slug]
     fields = {key: state[key] for _, key in page.fields if key in state}
+    step = step_from_view(slug, view, state.get(section_key(slug)), fields)
+    add_step(replace(step, question=questions.suggested(slug, step.tab)) if ask else step)
+
+
+def add_step(step: LessonStep) -> None:
+    """Add `step` to the lesson being built (a discovery card's "Ask the class" too), and say how long it is."""
     steps = draft()
     if len(steps) < MAX_STEPS:
-        steps.append(step_from_view(slug, view, state.get(section_key(slug)), fields))
-    state["_lesson_added"] = len(steps)
+        steps.append(step)
+    st.session_state["_lesson_added"] = len(steps)
 
 
 def set_draft(lesson_: Lesson) -> None:
@@ -383,8 +388,82 @@ def _answered(question: questions.Question, reading, where: questions.Place) -> 
         return problem
 
 
-def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
-    return pd.DataFrame({"answer": list(asked_.options), "students": [counts.get(o, 0) for o in asked_.options]})
+def tally_frame(asked_: Asked, counts: dict[str, int], revealed: bool = False) -> pd.DataFrame:
+    """The tally as a chart reads it: each option (the right one marked once revealed) and its students."""
+    marked = [f"{o} ✓" if revealed and o == asked_.answer else o for o in asked_.options]
+    return pd.DataFrame({"answer": marked, "students": [counts.get(o, 0) for o in asked_.options]})
+
+
+def answer_words(asked_: Asked) -> str:
+    """The revealed answer in words (Markdown): the model's with its number, the teacher's own, or a poll's none."""
+    if asked_.kind == "poll":
+        return "**A poll:** there is no right answer."
+    if asked_.kind == "choice":
+        return f"**The answer:** {quote(asked_.answer)}."
+    return f"**The model's answer:** {quote(asked_.answer)} ({escape(asked_.shown.get(asked_.answer, ''))})."
+
+
+def numbers_frame(asked_: Asked, mine: str | None, counts: dict[str, int]) -> pd.DataFrame:
+    """At the reveal: each option with the model's number for it (or, for a choice or a poll, the class's count),
+    and which is the answer and which was this student's guess."""
+    marks = [" · ".join(([] if o != asked_.answer else ["the answer"]) + ([] if o != mine else ["your guess"]))
+             for o in asked_.options]
+    numbers = ({asked_.measure: [asked_.shown.get(o, "") for o in asked_.options]} if asked_.shown else
+               {"students": [counts.get(o, 0) for o in asked_.options]})
+    return pd.DataFrame({"option": list(asked_.options), **numbers, "": marks})
+
+
+# --- what the class got right ------------------------------------------------------------------------------------
+
+SUMMARY_SECONDS = 2.0               # the teacher's summary table refreshes this often on the class page
+
+
+def asked_in(lesson_: Lesson, name: str, text: str) -> dict[int, Asked]:
+    """Every question of the lesson as the class is asked it (those its models can answer), by step."""
+    found = {n: asked(step, name, text) for n, step in enumerate(lesson_.steps) if step.question}
+    return {n: a for n, a in found.items() if a is not None}
+
+
+@st.fragment(run_every=SUMMARY_SECONDS)
+def class_summary(code: str, name: str, text: str) -> None:
+    """The class page's table for the teacher, at any time: per question who answered, how many were right and the
+    wrong answer given most; every answer as a CSV file (a student's name only where they gave one)."""
+    found = current(code)
+    if found is None:
+        return
+    asked_ = asked_in(found[1], name, text)
+    if not asked_:
+        st.caption("This lesson asks no question.")
+        return
+    s = store()
+    answers = {n: s.answers(code, n) for n in asked_}
+    st.dataframe(summary.summary_table(summary.summarise(asked_, answers)), hide_index=True)
+    st.download_button("Download every answer (CSV)", summary.csv_of(summary.answers_table(asked_, answers,
+                                                                                             s.roster(code))),
+                       file_name=f"class-{code}-answers.csv", mime="text/csv", on_click="ignore", key="class_csv",
+                       icon=":material/download:", help="One row per answer: the question, the student (their name "
+                       "where they gave one, else a number), their answer and the right one. Nothing is kept once "
+                       "the class ends: download it before.")
+
+
+def own_summary(code: str, name: str, text: str) -> None:
+    """A student's own answers in this class, and once revealed the right ones (the class page, and the class box
+    on the lesson's last step)."""
+    found = current(code)
+    if found is None:
+        return
+    where, lesson_ = found
+    asked_ = asked_in(lesson_, name, text)
+    if not asked_:
+        return
+    seat = st.session_state[SEAT]
+    mine = {n: store().my_answer(code, seat, n) for n in asked_}
+    table = summary.own_table(asked_, {n: a for n, a in mine.items() if a is not None}, where.revealed)
+    right = (table["right"] == "yes").sum()
+    judged = table["right"].isin(["yes", "no"]).sum()
+    st.markdown(f"**Your answers in this class:** {right} of {judged} revealed right." if judged else
+                "**Your answers in this class**")
+    st.dataframe(table, hide_index=True)
 
 
 # --- a class that is gone: why, in plain words, and the way back -------------------------------------------------
@@ -576,10 +655,13 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     counts = s.tally(code, state.step)
     answered = sum(counts.values())
     st.markdown(f"**{answered} of {present}** present have answered: {escape(asked_.prompt)}")
-    st.bar_chart(tally_frame(asked_, counts), x="answer", y="students", horizontal=True,
+    st.bar_chart(tally_frame(asked_, counts, state.is_revealed), x="answer", y="students", horizontal=True,
                  height=60 + 45 * len(asked_.options))          # a row per answer, each labelled
     if state.is_revealed:
-        st.markdown(f"The model's answer: {quote(asked_.answer)} ({asked_.shown[asked_.answer]})")
+        share = summary.share_words(summary.QuestionSummary(state.step, asked_, counts))
+        st.markdown(answer_words(asked_) + (f" **{share}.**" if share else ""))
+        if asked_.said:
+            st.markdown(asked_.said)
     else:
         st.button("Reveal the answer", key="class_reveal", on_click=_reveal, args=(state.step,),
                   icon=":material/visibility:")
@@ -608,23 +690,28 @@ def _student(code, lesson_, state, step, name, text) -> None:
     if st.session_state.get(STEP) != state.step or not following or here != step.page:
         st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),
                   icon=":material/groups:")
+    if state.step == len(lesson_.steps) - 1:
+        with st.expander("Your answers in this class", icon=":material/checklist:"):
+            own_summary(code, name, text)
     asked_ = asked(step, name, text)
     if asked_ is None:
         return
     mine = s.my_answer(code, seat, state.step)
     if not state.is_revealed:
-        choice = st.radio(asked_.prompt, asked_.options, key=f"class_answer_{state.step}",
+        choice = st.radio(escape(asked_.prompt), asked_.options, key=f"class_answer_{state.step}", format_func=escape,
                           index=asked_.options.index(mine) if mine in asked_.options else None)
         st.button("Send my answer", key="class_send", on_click=_answer, args=(code, seat, state.step, choice),
                   disabled=choice is None, icon=":material/send:")
         if mine is not None:
             st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
         return
-    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({asked_.shown[asked_.answer]}).  \n"
-                + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
+    right = None if mine is None else asked_.right(mine)
+    st.markdown(answer_words(asked_) + "  \n"
+                + (f"**Your guess:** {quote(mine)}" + {True: " — right!", False: ".", None: "."}[right]
                    if mine is not None else "You did not answer this one."))
-    st.dataframe(pd.DataFrame({"word": list(asked_.shown), asked_.measure: list(asked_.shown.values())}),
-                 hide_index=True)
+    if asked_.said:
+        st.markdown(asked_.said)
+    st.dataframe(numbers_frame(asked_, mine, s.tally(code, state.step) if not asked_.shown else {}), hide_index=True)
 
 
 def _keep_follow() -> None:

@@ -275,9 +275,14 @@ def step_nav(slug: str) -> None:
     with st.popover("Copy a link to this view", icon=":material/link:"):
         st.caption(LINK_CAPTIONS.get(slug, LINK_CAPTIONS[""]))
         st.code(link_to(slug), language=None, wrap_lines=True)
-        st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
-                  icon=":material/playlist_add:",
-                  help="Build a lesson from the views you visit; the Class page lists them, with notes to edit.")
+        with st.container(horizontal=True):
+            st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
+                      icon=":material/playlist_add:",
+                      help="Build a lesson from the views you visit; the Class page lists them, with notes to edit.")
+            st.button("Ask the class", key="lesson_ask", on_click=classroom.add_this_view, args=(slug, True),
+                      icon=":material/quiz:",
+                      help="Add this view to your lesson with a question about it that the model answers (which "
+                           "word comes next, which word a head looks at, ...); change the question on the Class page.")
         if st.session_state.get("_lesson_added"):
             st.caption(f"Your lesson has {st.session_state['_lesson_added']} steps (on the Class page).")
 

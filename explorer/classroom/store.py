@@ -14,6 +14,8 @@ Rules both keep (tests/test_class_store.py runs the same tests on each, Redis on
 - A student joins with a code and an optional display name (plain text, cut to NAME_CHARS); a class holds at
   most MAX_STUDENTS. A student is known by an id their own app keeps, so a reload finds them again.
 - One answer per student per step, changeable until the teacher reveals that step; after the reveal it stays.
+  `answers` and `roster` give them all (the class's summary); nothing of a class outlives it: closing it or its
+  expiry drops its answers and names.
 - A class that nobody touched for IDLE_SECONDS is gone; an unknown or expired code is `None`, never an error.
 - A class the teacher closed is remembered as ended (`ended`) for IDLE_SECONDS, so a student is told that the teacher
   ended it, not that the code is unknown.
@@ -259,6 +261,18 @@ class MemoryStore:
                 counts[choice] = counts.get(choice, 0) + 1
             return counts
 
+    def answers(self, code: str, step: int) -> dict[str, str]:
+        """Every student's answer to step `step`, by student id (for the class's summary)."""
+        with self._lock:
+            c = self._get(code)
+            return {} if c is None else dict(c.answers.get(int(step), {}))
+
+    def roster(self, code: str) -> dict[str, str]:
+        """Every student who joined, by id, with their display name ("" for none)."""
+        with self._lock:
+            c = self._get(code)
+            return {} if c is None else dict(c.names)
+
     def present(self, code: str) -> int:
         """Students seen within the last PRESENT_SECONDS."""
         with self._lock:
@@ -449,6 +463,12 @@ class RedisStore:
         for choice in self._redis.hvals(self._answers_key(code, step)):
             counts[choice] = counts.get(choice, 0) + 1
         return counts
+
+    def answers(self, code: str, step: int) -> dict[str, str]:
+        return self._redis.hgetall(self._answers_key(code, step))
+
+    def roster(self, code: str) -> dict[str, str]:
+        return self._redis.hgetall(self._keys(code)["names"])
 
     def present(self, code: str) -> int:
         return int(self._redis.zcount(self._keys(code)["seen"], time.time() - PRESENT_SECONDS, "+inf"))
