@@ -10,12 +10,12 @@ import torch
 
 from explorer import questions
 from explorer.numbers import percent
-from explorer.plot import visible
 from explorer.questions import OPTIONS, Question
 from explorer.view import escape
 from model.checkpoint import load_bundled
 from model.edits import knock_out_head
 from model.seq2seq import greedy
+from questions_support import cosines, expected_answer, knockout_changes, lens_tops, option, pushes
 
 SENTENCES = {"tinytales": "the cats sat on the mats because", "roses": "roses are red violets are blue",
              "lab": "roses are red violets are blue", "translate": "the small red cat sees the big dog",
@@ -44,11 +44,6 @@ def asked_on(name: str, question: Question, **place):
     cfg = bundle.model.cfg
     where = questions.place(place, cfg.n_layers, cfg.n_heads, len(reading.ids))
     return questions.ask(question, reading, where), list(reading.ids), where, bundle
-
-
-def option(token: str) -> str:
-    """A token as an option reads (the test's own rule: visible text, one line)."""
-    return " ".join(visible(token).split())
 
 
 def check_options(asked, order_key=None):
@@ -99,11 +94,6 @@ def test_token_count_options_put_the_answer_in_different_places_for_different_te
 
 
 # --- embedding ---------------------------------------------------------------------------------------------------
-
-
-def cosines(weight: torch.Tensor, i: int) -> np.ndarray:
-    w = weight.detach().double().numpy()
-    return w @ w[i] / (np.linalg.norm(w, axis=1) * np.linalg.norm(w[i]) + 1e-300)
 
 
 @pytest.mark.parametrize("name, word", [("tinytales", "cat"), ("tinytales", None), ("roses", "red"), ("lab", "blue")])
@@ -161,10 +151,8 @@ def test_the_first_token_has_nothing_earlier_to_look_at():
 @pytest.mark.parametrize("name, token", [("tinytales", None), ("tinytales", 2), ("roses", None), ("lab", 3)])
 def test_lens_layer_is_the_first_stage_from_which_the_final_guess_stays_on_top(name, token):
     asked, ids, where, bundle = asked_on(name, Question("lens-layer"), **({} if token is None else {"token": token}))
-    model, trace = bundle.model, bundle.model.run(ids)
-    names = ["embed.out", *(f"blocks.{i}.resid_post" for i in range(model.cfg.n_layers))]
-    with torch.no_grad():
-        tops = [int(model.unembed(model.final_norm(trace[n][0, where.token])).argmax()) for n in names]
+    model = bundle.model
+    tops = lens_tops(bundle, ids, where.token)
     first = next(s for s in range(len(tops)) if all(t == tops[-1] for t in tops[s:]))
     labels = ["token + position", *(f"layer {i}: after feed-forward" for i in range(model.cfg.n_layers))]
     assert asked.answer == labels[first] and list(asked.options) == labels               # every stage, in order
@@ -173,17 +161,6 @@ def test_lens_layer_is_the_first_stage_from_which_the_final_guess_stays_on_top(n
 
 
 # --- what if -----------------------------------------------------------------------------------------------------
-
-
-def knockout_changes(bundle, ids, layer: int, position: int) -> dict[str, float]:
-    """Each head of `layer` knocked out in a full run: the largest change of any word's probability at `position`."""
-    before = torch.softmax(bundle.model.run(ids)["logits"][0, position].double(), -1)
-    out = {}
-    for head in range(bundle.model.cfg.n_heads):
-        after = torch.softmax(bundle.model.run(ids, edits=knock_out_head(layer, head))["logits"][0, position].double(),
-                              -1)
-        out[f"layer {layer}, head {head}"] = float((after - before).abs().max())
-    return out
 
 
 @pytest.mark.parametrize("name, place", [("tinytales", dict(layer=1, head=2, token=6)), ("tinytales", dict(layer=0)),
@@ -209,29 +186,6 @@ def test_the_knockout_on_tinytales_finds_the_head_that_turns_they_into_it():
 
 
 # --- why this prediction -----------------------------------------------------------------------------------------
-
-
-def pushes(bundle, ids, position: int) -> dict[str, float]:
-    """Each head's and MLP's direct share of the top guess's logit, in float64 NumPy from the trace and weights
-    (the final LayerNorm's scale held at this position's)."""
-    model, trace = bundle.model, bundle.model.run(ids)
-    target = int(trace["logits"][0, position].argmax())
-    final = trace[f"blocks.{model.cfg.n_layers - 1}.resid_post"][0, position].double().numpy()
-    scale = np.sqrt(final.var() + model.final_norm.eps)
-    gain = model.final_norm.weight.detach().double().numpy()
-    w_u = model.unembed.weight[target].detach().double().numpy()
-
-    def logit(v: np.ndarray) -> float:
-        return float(((v - v.mean()) / scale * gain) @ w_u)
-    out, H = {}, model.cfg.n_heads
-    for layer, block in enumerate(model.blocks):
-        z = trace[f"blocks.{layer}.attn.z"][0, :, position].double().numpy()                     # (H, K)
-        w_o = block.attn.W_o.weight.detach().double().numpy()                                    # (D, D): out, in
-        K = z.shape[1]
-        for h in range(H):
-            out[f"layer {layer} head {h}"] = logit(w_o[:, h * K:(h + 1) * K] @ z[h])
-        out[f"MLP of layer {layer}"] = logit(trace[f"blocks.{layer}.mlp.out"][0, position].double().numpy())
-    return out
 
 
 @pytest.mark.parametrize("name, token", [("tinytales", None), ("tinytales", 3), ("roses", None), ("lab", 2)])
@@ -293,6 +247,18 @@ def test_a_choice_is_the_teachers_and_a_poll_has_no_right_answer():
     assert choice.options == ("Vaswani", "Turing") and choice.right("Vaswani") and not choice.right("Turing")
     poll = questions.ask(Question("poll"), None, None)
     assert poll.options == ("1", "2", "3", "4", "5") and poll.answer is None and poll.right("3") is None
+
+
+MODEL_KINDS = ("next-word", "token-count", "nearest-word", "looks-at", "lens-layer", "knockout", "biggest-push")
+
+
+@pytest.mark.parametrize("name", DECODER_ONLY)
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("place", [{}, dict(layer=1, head=1, token=3)])
+def test_every_kind_answers_what_the_models_own_forward_pass_says(name, kind, place):
+    asked, ids, where, bundle = asked_on(name, Question(kind), **place)
+    assert asked.answer == expected_answer(bundle, ids, {**place, "text": SENTENCES[name]}, Question(kind))
+    assert asked.answer in asked.options and asked.said
 
 
 def test_every_kind_names_the_pages_it_fits_and_each_fitting_model_kind_answers_on_tinytales():
