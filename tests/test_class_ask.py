@@ -1,0 +1,76 @@
+""""Ask the class": beside every page's link and on every Discoveries card, the view on screen and a question about
+it go into the lesson being built; the lesson's table offers the kinds of question that fit each step's page."""
+from conftest import open_page, page_text, show_section
+from explorer import discoveries, lessons, questions
+from explorer.app import classroom
+from explorer.registry import BY_SLUG
+from explorer.view import escape
+from model.checkpoint import load_bundled
+
+
+def test_ask_the_class_adds_the_view_with_the_question_its_page_and_tab_fit():
+    at = open_page("attention", model="tinytales", text="the dog chased the cat because it was hungry", layer=1,
+                   head=1, token=6)
+    show_section(at, "attention", BY_SLUG["attention"].tab("who-looks"))
+    at.button(key="lesson_ask").click().run()
+    show_section(at, "attention", BY_SLUG["attention"].tab("what-if"))
+    at.button(key="lesson_ask").click().run()
+    at.switch_page(BY_SLUG["residual"].file).run()
+    at.button(key="lesson_ask").click().run()
+    at.switch_page(BY_SLUG["training"].file).run()
+    at.button(key="lesson_ask").click().run()
+    at.switch_page(BY_SLUG["prediction"].file).run()
+    at.button(key="lesson_add").click().run()                     # a view without a question, as before
+    assert not at.exception and "Your lesson has 5 steps" in page_text(at)
+    steps = at.session_state[classroom.DRAFT]
+    assert [(s.page, s.tab, s.question.kind if s.question else None) for s in steps] == [
+        ("attention", "who-looks", "looks-at"), ("attention", "what-if", "knockout"), ("residual", "wiring", "lens-layer"),
+        ("training", None, "poll"), ("prediction", None, None)]
+    assert steps[0].view == {"model": "tinytales", "text": "the dog chased the cat because it was hungry", "layer": 1,
+                             "head": 1, "token": 6}
+    for slug, kind in questions.SUGGESTED.items():                 # each page's suggestion fits it
+        assert slug in questions.KINDS[kind].pages
+
+
+def test_ask_the_class_on_a_discovery_card_asks_what_the_card_asks_and_the_model_gives_the_cards_answer():
+    at = open_page("discoveries")
+    at.button(key="discovery_ask_pronoun").click().run()
+    at.button(key="discovery_ask_diverging").click().run()
+    assert not at.exception
+    pronoun, diverging = at.session_state[classroom.DRAFT]
+    card = next(c for c in discoveries.discoveries(load_bundled("tinytales"), "tinytales") if c.key == "pronoun")
+    assert (pronoun.page, pronoun.tab, pronoun.question.kind, pronoun.question.prompt) == (
+        "attention", "who-looks", "looks-at", card.question)
+    assert pronoun.view == {"model": "tinytales", "text": card.target.text, "layer": card.target.layer,
+                            "head": card.target.head, "token": card.target.token}
+    asked = classroom.asked(pronoun, "tinytales", "")
+    assert asked.answer == card.answer == "dog"                   # the class is asked what the card found
+    assert (diverging.page, diverging.fields, diverging.question.kind) == ("training", {"preset": "diverging"}, "poll")
+    assert diverging.question.options == discoveries.LAB_OPTIONS
+    lesson = lessons.Lesson("cards", tuple(at.session_state[classroom.DRAFT]))
+    assert lessons.parse(lesson.to_json()) == lesson               # a lesson file like any other
+
+
+def test_the_lesson_table_offers_the_kinds_that_fit_each_page_and_says_when_one_does_not():
+    at = open_page("attention", model="tinytales", text="the cats sat on the mats because", layer=1, head=2, token=6)
+    at.button(key="lesson_ask").click().run()
+    at.switch_page(BY_SLUG["why"].file).run()
+    at.button(key="lesson_add").click().run()
+    at.switch_page(BY_SLUG["class"].file).run()
+    assert at.selectbox(key="class_lesson").value == "mine"
+    at.session_state["lesson_editor"] = {"edited_rows": {0: {"question": "knockout"}, 1: {"question": "reads-source"}},
+                                         "added_rows": [], "deleted_rows": []}
+    at.run()
+    problem = "Step 2: a reads-source question does not fit the 8. Why this prediction? page (questions for it: " \
+              "next-word, biggest-push, choice, poll)."
+    assert escape(problem) in [w.value for w in at.warning]
+    [link] = [c.value for c in at.code if "/class?lesson=" in c.value]
+    lesson = lessons.from_link(link.split("lesson=", 1)[1])
+    assert [s.question.kind if s.question else None for s in lesson.steps] == ["knockout", None]
+    at.session_state["lesson_editor"] = {"edited_rows": {0: {"question": ""}, 1: {"question": "biggest-push"}},
+                                         "added_rows": [], "deleted_rows": []}
+    at.run()
+    [link] = [c.value for c in at.code if "/class?lesson=" in c.value]
+    lesson = lessons.from_link(link.split("lesson=", 1)[1])
+    assert [s.question.kind if s.question else None for s in lesson.steps] == [None, "biggest-push"]
+    assert not at.warning
