@@ -26,7 +26,7 @@ from pathlib import Path
 from .apptest import compiled_once, fragment_ids, open_app, run_fragment
 from .live import rss_mb
 from .report import Report
-from .timing import p95
+from .timing import p95, torch_threads
 
 AREA = "classroom"
 MOVES = 3                           # the teacher's Nexts measured (tinytales)
@@ -36,6 +36,8 @@ QUESTION = 4                        # the ready lesson's step with a question (a
 def run(report: Report | None = None, students: int = 60, gpt2_students: int = 30, per_replica: int = 30,
         d_model: int = 768) -> None:
     report = report or Report()
+    answering(report, load_bundled_model("tinytales"), "tinytales")
+    lecture_summary(report, students)
     with compiled_once():
         one_class(report, students)
         gpt2_class(report, gpt2_students, students, d_model)
@@ -141,6 +143,110 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+# --- a step's question answered, and what the class got right ------------------------------------------------
+
+LECTURE = "transformers-in-one-lecture"
+GPT2_VIEWS = [({"layer": 5, "head": 3}, kind) for kind in ("next-word", "token-count", "nearest-word", "looks-at",
+                                                          "lens-layer", "knockout", "biggest-push")]
+QUESTIONS = 8                     # the questions a class of 60 answers
+
+
+def load_bundled_model(name: str):
+    from model.checkpoint import load_bundled
+    return load_bundled(name)
+
+
+def answering(report: Report, bundle, name: str, views=None, sentence: str = "", key: str = "classroom.question_ms",
+              reps: int = 5) -> None:
+    """Each question a step asks, answered from the step's trace (the page traced it already) with one torch
+    thread, as the app does once per server: its median time, per kind; the slowest is the figure. `views`: (step
+    view, kind) pairs on `sentence`; None: the lecture's own questions on their steps."""
+    from explorer import lessons, questions
+    from explorer.app.state import READ_LIMIT
+
+    if views is None:
+        steps = [s for s in lessons.ready_lessons()[LECTURE].steps
+                 if s.question and questions.KINDS[s.question.kind].needs_model and s.view.get("model") == name]
+        asked = [(s.view, s.view["text"], s.question) for s in steps]
+    else:
+        asked = [(view, sentence, questions.Question(kind, text="unbelievably" if kind == "token-count" else None))
+                 for view, kind in views]
+    cfg, times, traced, tokens = bundle.model.cfg, {}, [], 0
+    with torch_threads(1):
+        for view, text, question in asked:
+            start = time.perf_counter()
+            reading = questions.reading(name, bundle, text, READ_LIMIT)
+            traced.append(time.perf_counter() - start)
+            where = questions.place(view, cfg.n_layers, cfg.n_heads, len(reading.ids))
+            tokens, once = max(tokens, len(reading.ids)), []
+            for _ in range(reps):
+                start = time.perf_counter()
+                questions.ask(question, reading, where)
+                once.append(time.perf_counter() - start)
+            times[question.kind] = statistics.median(once)
+    slowest = max(times, key=times.get)
+    report.line(AREA, f"a step's question answered from its trace, {name} (up to {tokens} tokens), 1 "
+                      "thread: " + ", ".join(f"{kind} {ms(t)}" for kind, t in times.items())
+                      + f"; the trace itself {ms(statistics.median(traced))} (median)")
+    report.record(key, times[slowest] * 1000)
+
+
+def lecture_summary(report: Report, students: int, questions_asked: int = QUESTIONS) -> None:
+    """A class of `students` answers the lecture's first `questions_asked` questions, each student every question,
+    all at once per question (16 threads); the teacher's summary and CSV must say exactly what was sent."""
+    import csv
+    import io
+    from collections import Counter
+
+    from explorer import lessons, questions
+    from explorer.classroom import open_store, summary
+
+    lecture = lessons.ready_lessons()[LECTURE]
+    store = open_store("")
+    code, key = store.open_class(json.loads(lecture.to_json()))
+    seats = [f"seat {n:02d}" for n in range(students)]
+    for n, seat in enumerate(seats):
+        store.join(code, seat, f"student {n}" if n % 3 else "")
+    steps = [n for n, step in enumerate(lecture.steps) if step.question][:questions_asked]
+    asked = {n: questions.ask(lecture.steps[n].question, *_reading_of(lecture.steps[n])) for n in steps}
+    sent = {n: {seat: asked[n].options[(i + n) % len(asked[n].options)] for i, seat in enumerate(seats)}
+            for n in steps}
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for n in steps:
+            accepted = sum(pool.map(lambda seat: store.answer(code, seat, n, sent[n][seat]), seats))
+            assert accepted == students, f"{students - accepted} answers refused at step {n}"
+            store.reveal(code, key, n)
+    took = time.perf_counter() - start
+    answers = {n: store.answers(code, n) for n in steps}
+    table = summary.summary_table(summary.summarise(asked, answers))
+    rows = list(csv.DictReader(io.StringIO(summary.csv_of(summary.answers_table(asked, answers, store.roster(code))))))
+    same = (answers == sent and list(table["answered"]) == [students] * len(steps)
+            and list(table["right"]) == [str(Counter(sent[n].values())[asked[n].answer]) if asked[n].answer else
+                                         "(poll)" for n in steps]
+            and sorted((int(r["step"]) - 1, r["answer"]) for r in rows)
+            == sorted((n, a) for n in steps for a in sent[n].values()))
+    kinds = len({lecture.steps[n].question.kind for n in steps})
+    report.line(AREA, f"{students} students answered {len(steps)} questions ({kinds} kinds) at once per question: "
+                      f"{sum(len(a) for a in answers.values())} answers kept of {students * len(steps)} sent in "
+                      f"{took:.2f} s; the summary and the CSV's {len(rows)} rows {'match' if same else 'DIFFER FROM'} "
+                      "the answers sent")
+    report.record("classroom.lecture_summary_exact", float(same))
+
+
+def _reading_of(step):
+    """(the step's view as its page reads it, where its question looks) for `questions.ask` (None for a poll)."""
+    from explorer import questions
+    from explorer.app.state import READ_LIMIT
+
+    if not questions.KINDS[step.question.kind].needs_model:
+        return None, None
+    bundle = load_bundled_model(step.view["model"])
+    reading = questions.reading(step.view["model"], bundle, step.view["text"], READ_LIMIT)
+    cfg = bundle.model.cfg
+    return reading, questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids))
+
+
 # --- one class of tinytales ----------------------------------------------------------------------------------
 
 
@@ -177,6 +283,13 @@ def one_class(report: Report, students: int) -> None:
     report.record("classroom.follow_full_runs", max(m["full_runs"]))
     report.record("classroom.idle_poll_ms", statistics.median(idle) * 1000)
 
+    with AnswerCounter() as asked:                      # one more Next: the step with the question
+        onto = follow(crowd, polls, QUESTION, next_step(teacher))
+    report.line(AREA, f"following onto the question's step: {ms(statistics.median(onto['cpus']))} of CPU (median); "
+                      f"its question answered {asked.count} time{'s' * (asked.count != 1)} for the {students} "
+                      "students and the teacher")
+    report.record("classroom.question_computations", asked.count)
+
     seats = [at.session_state[classroom.SEAT] for at in crowd]
     start = time.perf_counter()
     sent = answer_together(classroom.store(), code, seats)
@@ -197,6 +310,26 @@ def gpt2_lesson(sentence: str, tiny_steps: int = 1, title: str = "A class on GPT
     gpt2 = {"page": "attention", "tab": "who-looks", "view": {"model": "gpt2", "text": sentence, "layer": 5, "head": 3},
             "note": "GPT-2: which earlier word does this head read?"}
     return lessons.parse(json.dumps({"title": title, "steps": [*steps, gpt2]}))
+
+
+class AnswerCounter:
+    """Counts the questions answered from the model (explorer.questions.ask, through the app's cache)."""
+
+    def __init__(self):
+        from explorer import questions
+
+        self.questions, self.original, self.count = questions, questions.ask, 0
+
+    def __enter__(self):
+        def counted(*args):
+            self.count += 1
+            return self.original(*args)
+
+        self.questions.ask = counted
+        return self
+
+    def __exit__(self, *exc):
+        self.questions.ask = self.original
 
 
 class TraceCounter:
@@ -225,6 +358,7 @@ def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> No
     from explorer.app import classroom
     from explorer.app import models
     from model import hub
+    from model.pretrained import load_pretrained
 
     from .gpt2 import SENTENCE, gpt2_shaped_snapshot
 
@@ -246,6 +380,8 @@ def gpt2_class(report: Report, students: int, everyone: int, d_model: int) -> No
             late = join(code, everyone - students, prefix="late student")
             memory = rss_mb(os.getpid())
             assert all(at.session_state[classroom.STEP] == 1 for at in late)
+            answering(report, load_pretrained(hub.cached(hub.GPT2, cache)), "gpt2", GPT2_VIEWS, SENTENCE,
+                      "classroom.gpt2_question_ms")
         finally:
             models.CACHE_DIR = None
     distinct = len(set(traces.keys))

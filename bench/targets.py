@@ -114,6 +114,15 @@ TARGETS = [
            "exactly once (1: yes)", 1, AT_LEAST),
     Target("classroom.replica_memory_mb", "two replicas: memory of the larger replica (30 students, tinytales)", 1500,
            AT_MOST, "MB"),
+    # issue 31: questions of every kind, answered by the model, and what the class got right (bench/classroom.py)
+    Target("classroom.question_ms", "a step's question answered from its trace, slowest kind, tinytales (the lecture's "
+           "steps), 1 thread", 50, AT_MOST, "ms"),
+    Target("classroom.gpt2_question_ms", "a step's question answered from its trace, slowest kind, GPT-2 small, 1 "
+           "thread", 1000, AT_MOST, "ms"),
+    Target("classroom.question_computations", "times a step's question is answered from the model while 60 students "
+           "and the teacher follow onto it (cached once per server)", 1, AT_MOST),
+    Target("classroom.lecture_summary_exact", "60 students answering 8 questions: every answer counted once, the "
+           "summary and the CSV identical to the answers sent (1: yes)", 1, AT_LEAST),
     # issue 29: the server as Community Cloud runs it, in a cgroup (bench/cloud.py)
     Target("cloud.follow_p95_s", "30 students following the teacher's Next (tinytales), server under a 1-core CPU "
            "quota and 2.7 GB, p95", 2, AT_MOST, "s"),
