@@ -66,6 +66,14 @@ class Lesson:
     title: str
     steps: tuple[LessonStep, ...]
 
+    def reading_at(self, index: int, name: str, text: str) -> tuple[str, str]:
+        """The model and sentence a class following the lesson has on screen at step `index`: the last ones that step
+        or an earlier one names (a step that names none keeps what is on screen), else `name` and `text`. A question
+        is asked on these, so that every screen asks it about the same sentence."""
+        earlier = self.steps[: index + 1]
+        return (next((s.view["model"] for s in reversed(earlier) if "model" in s.view), name),
+                next((s.view["text"] for s in reversed(earlier) if "text" in s.view), text))
+
     def to_json(self) -> str:
         steps = []
         for s in self.steps:

@@ -14,7 +14,9 @@ from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
 from explorer import lessons
-LESSONS = lessons.ready_lessons()
+# The lecture (every kind of question, 27 steps) is led in AppTest (tests/test_class_lecture.py); a question of
+# every kind is answered on a phone in tests/test_browser_questions.py.
+LESSONS = {key: lesson for key, lesson in lessons.ready_lessons().items() if key != "transformers-in-one-lecture"}
 STUDENTS = ("Ada", "<b>Bob</b>")          # a name is plain text on the teacher's screen, never markup
 # Streamlit's frontend asks `<page>/_stcore/health` and `host-config` before it finds the server's root: a 404 each,
 # logged by the browser, whatever the app does.

@@ -135,6 +135,15 @@ def test_an_old_lesson_file_still_loads_and_every_kind_reads_back_as_itself():
     assert {s.question.kind for s in lesson.steps} | {"next-word"} == set(questions.KINDS)
 
 
+def test_a_step_that_names_no_sentence_is_asked_about_the_one_the_class_has_on_screen():
+    lesson = lessons.parse(json.dumps({"steps": [
+        {"page": "tokenization"}, {"page": "home", "view": {"model": "roses", "text": "roses are red"}},
+        {"page": "attention", "view": {"text": "violets are blue"}}, {"page": "prediction"}]}))
+    assert lesson.reading_at(0, "tinytales", "the cat") == ("tinytales", "the cat")        # what the session shows
+    assert lesson.reading_at(1, "tinytales", "the cat") == ("roses", "roses are red")
+    assert [lesson.reading_at(n, "tinytales", "the cat") for n in (2, 3)] == [("roses", "violets are blue")] * 2
+
+
 def test_html_in_a_lesson_stays_text_and_a_missing_title_gets_a_name():
     lesson = lessons.parse(changed(note="<script>alert(1)</script>", view={"text": "<b>the</b> cat"}))
     assert lesson.steps[0].note == "<script>alert(1)</script>" and lesson.steps[0].view["text"] == "<b>the</b> cat"

@@ -420,7 +420,8 @@ SUMMARY_SECONDS = 2.0               # the teacher's summary table refreshes this
 
 def asked_in(lesson_: Lesson, name: str, text: str) -> dict[int, Asked]:
     """Every question of the lesson as the class is asked it (those its models can answer), by step."""
-    found = {n: asked(step, name, text) for n, step in enumerate(lesson_.steps) if step.question}
+    found = {n: asked(step, *lesson_.reading_at(n, name, text))
+             for n, step in enumerate(lesson_.steps) if step.question}
     return {n: a for n, a in found.items() if a is not None}
 
 
@@ -646,6 +647,7 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     """The teacher's live part, polled: who is present, the tally as answers come in, Reveal."""
     s = store()
     present = s.present(code)
+    name, text = lesson_.reading_at(state.step, name, text)
     asked_ = asked(step, name, text)
     if asked_ is None:
         problem = unanswerable(step, name, text)
@@ -693,7 +695,7 @@ def _student(code, lesson_, state, step, name, text) -> None:
     if state.step == len(lesson_.steps) - 1:
         with st.expander("Your answers in this class", icon=":material/checklist:"):
             own_summary(code, name, text)
-    asked_ = asked(step, name, text)
+    asked_ = asked(step, *lesson_.reading_at(state.step, name, text))
     if asked_ is None:
         return
     mine = s.my_answer(code, seat, state.step)
