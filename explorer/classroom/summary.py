@@ -88,12 +88,13 @@ def csv_of(table: pd.DataFrame) -> str:
 
 
 def own_table(asked: dict[int, Asked], mine: dict[int, str], revealed: frozenset[int]) -> pd.DataFrame:
-    """A student's own summary: each question, their answer, and once revealed the right one and whether theirs is."""
+    """A student's own summary: each question, their answer, and once revealed the right one and whether theirs is
+    (the answers first and the question's words last: a phone shows the first columns)."""
     rows = []
     for step, question in sorted(asked.items()):
         answer, shown = mine.get(step), step in revealed
         right = None if answer is None or not shown else question.right(answer)
-        rows.append({"step": step + 1, "question": question.prompt, "your answer": answer or "(none)",
+        rows.append({"step": step + 1, "your answer": answer or "(none)",
                      "right answer": (question.answer or "(poll)") if shown else "(not revealed yet)",
-                     "right": "" if right is None else "yes" if right else "no"})
-    return pd.DataFrame(rows, columns=["step", "question", "your answer", "right answer", "right"])
+                     "right": "" if right is None else "yes" if right else "no", "question": question.prompt})
+    return pd.DataFrame(rows, columns=["step", "your answer", "right answer", "right", "question"])
