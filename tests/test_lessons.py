@@ -1,6 +1,7 @@
 """Lessons: ready ones open and every step renders; a teacher's file is checked field by field; a question's answer
 is computed from the model."""
 import json
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -168,3 +169,5 @@ def test_the_ready_lecture_lasts_a_lecture_visits_every_page_and_asks_every_kind
         answered = questions.ask(question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
                                                                      len(reading.ids)))
         assert answered.answer in answered.options and answered.said, step
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs/teaching.md").read_text().split())
+    assert f"{len(lecture.steps)} steps through every page" in guide and f"{len(asked)} questions of every kind" in guide
