@@ -74,3 +74,20 @@ def test_the_lesson_table_offers_the_kinds_that_fit_each_page_and_says_when_one_
     lesson = lessons.from_link(link.split("lesson=", 1)[1])
     assert [s.question.kind if s.question else None for s in lesson.steps] == [None, "biggest-push"]
     assert not at.warning
+
+
+def test_a_question_the_steps_model_cannot_answer_is_not_asked_and_the_teacher_is_told_why():
+    from streamlit.testing.v1 import AppTest
+    from conftest import APP
+    lesson = lessons.parse('{"title": "t", "steps": [{"page": "home", "view": {"model": "translate", "text": '
+                           '"the red cat sleeps"}, "question": {"kind": "next-word"}}]}')
+    teacher = AppTest.from_file(APP, default_timeout=60)
+    teacher.query_params["lesson"] = lessons.as_link(lesson)
+    teacher.run()
+    teacher.switch_page(BY_SLUG["class"].file).run()
+    teacher.button(key="class_start").click().run()
+    teacher.button(key="class_show_step").click().run()
+    assert not teacher.exception
+    assert ("0 students present. This step's question is not asked: A next-word question needs a decoder-only model; "
+            "translate is an encoder-decoder.") in [c.value.replace("\\", "") for c in teacher.caption]
+    assert not teacher.get("arrow_vega_lite_chart") and not [b for b in teacher.button if b.key == "class_reveal"]
