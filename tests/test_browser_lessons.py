@@ -59,12 +59,26 @@ def start_class(teacher: Watched, app_url: str, lesson: lessons.Lesson) -> str:
     page.get_by_role("option", name=lesson.title, exact=True).click()
     wait_until_run(page)
     page.get_by_role("button", name="Start a class").click()
-    code_text = teacher.box().get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
-    expect(code_text).to_be_visible()
-    code = re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
+    code = class_code(teacher)
     qr = page.get_by_role("img", name=re.compile(rf"^QR code of the link to class {code}: http"))
     expect(qr).to_be_visible()                       # the code's QR code stays up while the room joins
     return code
+
+
+def class_code(teacher: Watched) -> str:
+    """The join code in the teacher's class box, once the class has started."""
+    code_text = teacher.box().get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
+    expect(code_text).to_be_visible()
+    return re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
+
+
+def show_step(teacher: Watched, index: int, count: int) -> None:
+    """The teacher opens step `index` (the first from the class page, each next with Next) and sees it."""
+    if index == 0:
+        teacher.page.get_by_role("button", name="Show the class's step").click()
+    else:
+        teacher.box().get_by_role("button", name="Next").click()
+    expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
 
 
 def join(student: Watched, app_url: str, code: str, name: str) -> None:
@@ -110,11 +124,7 @@ def test_a_class_follows_every_step_of_a_ready_lesson_with_no_error_no_blank_pag
         assert sorted(joined.inner_text().split(": ", 1)[1].split(", ")) == sorted(STUDENTS)   # ... names as text
         for index, step in enumerate(lesson.steps):
             where = f"step {index + 1} of {count} ({step.page})"
-            if index == 0:
-                teacher.page.get_by_role("button", name="Show the class's step").click()
-            else:
-                teacher.box().get_by_role("button", name="Next").click()
-            expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
+            show_step(teacher, index, count)
             expect(teacher.page).to_have_url(re.compile(rf"/{step.page if step.page != 'home' else ''}(\?|$)"))
             wait_until_run(teacher.page)
             for student in students:                    # each follows within a few polls

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
 from explorer import lessons, questions
-from test_browser_lessons import Watched, join
+from test_browser_lessons import Watched, class_code, join, show_step
 
 EVERY_KIND = lessons.parse("""{"title": "A question of every kind", "steps": [
  {"page": "home", "view": {"model": "tinytales", "text": "the cats sat on the mats because"},
@@ -37,18 +37,11 @@ def test_a_phone_answers_a_question_of_every_kind_and_sees_each_reveal(chromium,
         teacher, student = Watched(projector.new_page(), "the teacher"), Watched(phone.new_page(), "the phone")
         open_view(teacher.page, app_url, "class", presenter=1, lesson=lessons.as_link(EVERY_KIND))
         teacher.page.get_by_role("button", name="Start a class").click()
-        code_text = teacher.box().get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
-        expect(code_text).to_be_visible()
-        code = re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
-        join(student, app_url, code, "Ada")
+        join(student, app_url, class_code(teacher), "Ada")
         count = len(EVERY_KIND.steps)
         for index, step in enumerate(EVERY_KIND.steps):
             where = f"step {index + 1} ({step.question.kind})"
-            if index == 0:
-                teacher.page.get_by_role("button", name="Show the class's step").click()
-            else:
-                teacher.box().get_by_role("button", name="Next").click()
-            expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
+            show_step(teacher, index, count)
             expect(student.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
             wait_until_run(student.page)
             group = student.box().get_by_test_id("stRadioGroup")
