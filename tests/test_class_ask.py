@@ -91,3 +91,33 @@ def test_a_question_the_steps_model_cannot_answer_is_not_asked_and_the_teacher_i
     assert ("0 students present. This step's question is not asked: A next-word question needs a decoder-only model; "
             "translate is an encoder-decoder.") in [c.value.replace("\\", "") for c in teacher.caption]
     assert not teacher.get("arrow_vega_lite_chart") and not [b for b in teacher.button if b.key == "class_reveal"]
+
+
+def test_a_steps_question_is_answered_once_for_the_teacher_and_every_student(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from conftest import APP
+    calls = []
+    monkeypatch.setattr(questions, "ask", lambda *args, real=questions.ask: calls.append(args) or real(*args))
+    lesson = lessons.parse('{"title": "t", "steps": [{"page": "attention", "tab": "who-looks", "view": {"model": '
+                           '"tinytales", "text": "the fox hid under the rug because", "layer": 1, "head": 2}, '
+                           '"question": {"kind": "looks-at"}}]}')
+
+    def session(**query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(query)
+        at.run()
+        return at.switch_page(BY_SLUG["class"].file).run()
+    teacher = session(lesson=lessons.as_link(lesson))
+    teacher.button(key="class_start").click().run()
+    code = teacher.session_state[classroom.CODE]
+    students = []
+    for _ in range(3):
+        student = session(join=code)
+        student.button(key="class_join").click().run()
+        students.append(student)
+    teacher.button(key="class_show_step").click().run()
+    for student in students:
+        student.run()
+        assert student.radio(key="class_answer_0").options            # each is asked ...
+    teacher.run()
+    assert len(calls) == 1                                              # ... what the model answered once
