@@ -119,8 +119,8 @@ TARGETS = [
            "steps), 1 thread", 50, AT_MOST, "ms"),
     Target("classroom.gpt2_question_ms", "a step's question answered from its trace, slowest kind, GPT-2 small, 1 "
            "thread", 1000, AT_MOST, "ms"),
-    Target("classroom.question_computations", "times a step's question is answered from the model while 60 students "
-           "and the teacher follow onto it (cached once per server)", 1, AT_MOST),
+    Target("classroom.question_computations", "times the lesson's question is answered from the model in a class of "
+           "60 who follow onto its step, the teacher's summary included (cached once per server)", 1, AT_MOST),
     Target("classroom.lecture_summary_exact", "60 students answering 8 questions: every answer counted once, the "
            "summary and the CSV identical to the answers sent (1: yes)", 1, AT_LEAST),
     # issue 29: the server as Community Cloud runs it, in a cgroup (bench/cloud.py)
