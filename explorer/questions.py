@@ -163,8 +163,8 @@ def next_word(question: Question, view: View, where: Place) -> Asked:
     said = (f"After {after}, the model's top guess is {quote(words[0])} at {percent(values[words[0]])}"
             + (f"; then {quote(words[1])} at {percent(values[words[1]])}." if len(words) > 1 else "."))
     prompt = f"Which word will the model write after “{label(view.tokens[where.token])}”?"
-    return Asked("next-word", question.prompt or prompt, tuple(sorted(words)), words[0], values, {w: percent(p) for w, p in values.items()},
-                 "the model's probability", said)
+    return Asked("next-word", question.prompt or prompt, tuple(sorted(words)), words[0], values,
+                 {w: percent(p) for w, p in values.items()}, "the model's probability", said)
 
 
 def token_count(question: Question, view: View, where: Place) -> Asked:
@@ -177,10 +177,11 @@ def token_count(question: Question, view: View, where: Place) -> Asked:
     options = tuple(str(k) for k in range(start, start + OPTIONS))
     shown = ", ".join(quote(label(p.text)) for p in pieces[:12]) + (", …" if n > 12 else "")
     unknown = sum(p.id == view.bundle.tokenizer.unk_id for p in pieces)
-    said = (f"{view.name} cuts {quote(text if len(text) <= 60 else text[:59] + '…')} into **{n}** "
+    short = text if len(text) <= 60 else text[:59] + "…"
+    said = (f"{view.name} cuts {quote(short)} into **{n}** "
             f"token{'s' * (n != 1)}: {shown}"
             + (f" ({unknown} of them unknown to it, read as {escape('<unk>')})." if unknown else "."))
-    return Asked("token-count", question.prompt or f"How many tokens does “{text}” become for this model?",
+    return Asked("token-count", question.prompt or f"How many tokens does “{short}” become for this model?",
                  options, str(n), said=said)
 
 
