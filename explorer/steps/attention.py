@@ -249,7 +249,12 @@ def most_alike_heads(trace: Trace, n_layers: int) -> tuple[int, int, int, float]
 
 
 def grid_caption(v: View, trace: Trace) -> str:
-    """What the small squares show, and whether heads of one layer look different here, measured (markdown)."""
+    """What the small squares show, and whether heads of one layer look different here, measured (markdown); worked
+    out once per view (a class on this tab asks for it once per student)."""
+    return memo.per_view(_grid_caption, v)
+
+
+def _grid_caption(v: View, trace: Trace) -> str:
     text = "Each small square is one head's pattern (rows: queries, columns: keys). "
     alike = most_alike_heads(trace, v.bundle.model.cfg.n_layers)
     if alike is None:
