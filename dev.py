@@ -5,7 +5,7 @@
     python3 dev.py test            the same with requirements-dev.txt, then run every test (pytest; what CI runs)
     python3 dev.py test --quick    every test but the real-browser and slow ones (under 2 minutes on 2 cores)
     python3 dev.py bench           the speed benchmark (python -m bench); exits 1 when a target is missed
-    python3 dev.py bench --only pages    one area of it (model, pages, lab, load, memory, browser, gpt2, classroom)
+    python3 dev.py bench --only pages    one area of it (model, pages, lab, load, memory, browser, gpt2, classroom, cloud)
 
 Extra arguments are passed on (`python3 dev.py test -k tokenizer`). Packages are installed again only
 when the requirements files change.

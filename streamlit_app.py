@@ -4,11 +4,11 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from explorer.app import classroom
+from explorer.app import classroom, url
 from explorer.app.lab import pause_all
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
-from explorer.app.state import current_view, presenter_requested
+from explorer.app.state import current_view, presenter_requested, view_params
 from explorer.registry import LAB, NAVIGATION
 
 # One thread per computation: on a shared 2-core host, many visitors in parallel matter more than one
@@ -20,7 +20,7 @@ provide_plotly_js()                               # the charts' plotly.js, serve
 HERE = Path(__file__).parent
 # Presenter mode starts with the sidebar closed: on a projector the page's chart gets the whole width.
 st.set_page_config(page_title="Transformer Explorer", page_icon=str(HERE / "assets/icon.png"), layout="wide",
-                   initial_sidebar_state="collapsed" if presenter_requested(st.query_params) else "auto")
+                   initial_sidebar_state="collapsed" if presenter_requested() else "auto")
 
 
 def as_page(step):
@@ -34,13 +34,13 @@ page = st.navigation([as_page(p) for p in NAVIGATION], expanded=True)          #
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
-classroom.rejoin_from_url(st.query_params)        # a reloaded student finds their seat again
-classroom.load_lesson_from_url(st.query_params)   # a lesson's link opens it on the class page
+classroom.rejoin_from_url()                       # a reloaded student finds their seat again (or is told why not)
+classroom.load_lesson_from_url()                  # a lesson's link opens it on the class page
 classroom.follow()                                # a student follows the teacher's step
 classroom.apply_pending()                         # a lesson's step to show: its view, before the sidebar
 classroom.switch_if_moved(page.url_path)          # ... on its own page
 st.session_state["view"] = view = current_view()  # pages read it with explorer.app.state.view()
-st.query_params.update(classroom.url_params())    # a student's URL keeps their class and seat
+url.write(view_params(), classroom.url_params())  # the URL: this view, and the class a page is in
 # The main area's first element is an empty placeholder. Streamlit (1.67) draws an exception raised by a widget's
 # callback during a fragment run at the main area's first place: were that the class box, which holds the class's
 # polling fragment, the next poll would write into an element and the browser would crash to a blank page

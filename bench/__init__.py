@@ -14,6 +14,8 @@ they run:
     gpt2      GPT-2 small's shape from a disk cache: trace, load, pages, server memory, cold start
     classroom a live class of 60 students on one server (AppTest): following the teacher, idle polls, answers,
               memory; 30 students onto a GPT-2 step; two replicas sharing a class through redis-server
+    cloud     the server as Community Cloud runs it, in a cgroup: 1 core, then 0.5 core, and 2.7 GB; a class of 30
+              following onto a GPT-2 step (websocket sessions), 10 visitors exploring in Chromium with 2 training
 
     python -m bench                      every area
     python -m bench --only model,pages   some areas
@@ -23,4 +25,4 @@ Comparisons are measured side by side in one run, interleaved, so a busy machine
 the ratios are what to read. The run ends with a summary table of every target of the areas that ran, and
 exits with status 1 when one is missed or could not be measured.
 """
-AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "classroom")
+AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "classroom", "cloud")

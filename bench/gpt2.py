@@ -54,7 +54,7 @@ def run(report: Report, visitors: int = 10, d_model: int = 768) -> None:
 def why(report: Report, bundle, tokens: int = 16) -> None:
     """The why page on GPT-2 at `tokens` tokens, 1 thread: attribution from the trace, and the full residual
     patching grid (12 layers x `tokens` positions, one forward pass of `tokens` rows per layer) and head grid."""
-    from model import patching as P
+    from model import patching
     from model.attribution import attribute
 
     model = bundle.model
@@ -67,16 +67,16 @@ def why(report: Report, bundle, tokens: int = 16) -> None:
         traced = time.perf_counter() - start
         top = trace["logits"][0, -1].topk(2).indices.tolist()
         t = interleaved({"attribution": lambda: attribute(model, trace, tokens - 1, top)}, reps=5, warmup=1)
-        pair = P.make_pair(model, ids, corrupted)
+        pair = patching.make_pair(model, ids, corrupted)
         steps = []
         start = time.perf_counter()
-        P.resid_pre_grid(model, pair, progress=lambda done, total: steps.append(done))
+        patching.resid_pre_grid(model, pair, progress=lambda done, total: steps.append(done))
         grid = time.perf_counter() - start
         start = time.perf_counter()
-        P.head_out_grid(model, pair)
+        patching.head_out_grid(model, pair)
         heads = time.perf_counter() - start
         start = time.perf_counter()
-        P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair)
+        patching.resid_pre_estimate(model, pair), patching.head_out_estimate(model, pair)
         estimate = time.perf_counter() - start
     report.record("gpt2.attribution_s", t["attribution"])
     report.record("gpt2.patching_grid_s", grid)

@@ -24,16 +24,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(timeout: float = 60, env: dict | None = None):
+def serve(timeout: float = 60, env: dict | None = None, cgroup=None, port: int | None = None):
     """Start `streamlit run streamlit_app.py` on a free port, as a user starts it (.streamlit/config.toml and
     Streamlit's defaults, which agree with what Community Cloud forces; nothing else but where to listen); yields
-    (base URL, server process). `env` adds environment variables for the server (e.g. a Hugging Face cache)."""
-    port = free_port()
+    (base URL, server process). `env` adds environment variables for the server (e.g. a Hugging Face cache);
+    `cgroup` (an entered bench.cgroup.Cgroup) runs the server under its CPU quota and memory limit from its start;
+    `port` starts it on that port instead (a server restarted where its pages will look for it again)."""
+    port = port or free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="streamlit-", suffix=".log", delete=False)
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        preexec_fn=cgroup.join if cgroup else None)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout

@@ -26,17 +26,28 @@ def run(report: Report | None = None, visitors: int = 10, trainers: int = 2, rou
 
 
 def classroom(report: Report, visitors: int, trainers: int, rounds: int, slugs: list[str] | None) -> None:
+    slugs = slugs or step_slugs()
+    updates, pages = typing_updates(report, visitors, trainers, rounds, slugs)
+    report.record("load.p95_s", p95(updates["nobody training"]))
+    report.record("load.p95_training_s", p95(updates[f"{trainers} training"]))
+    print_updates(report, AREA, updates, pages, visitors, trainers, slugs)
+
+
+def typing_updates(report: Report, visitors: int, trainers: int, rounds: int, slugs: list[str], cgroup=None,
+                   area: str = AREA) -> tuple[dict[str, list[float]], list[str]]:
+    """A real server (under `cgroup`'s limits when given) and `visitors` Chromium tabs on `slugs`: seconds from
+    Enter to the page redrawn, by condition (nobody training, `trainers` training, all at the same instant);
+    and the page of each visitor."""
     from playwright.sync_api import sync_playwright
 
     sentences = CLASS_SENTENCES[:visitors]
-    slugs = slugs or step_slugs()
     with sync_playwright() as playwright:
         browser = launch(playwright)
         start = time.perf_counter()
-        with serve() as (base, _):
+        with serve(cgroup=cgroup) as (base, _):
             first = browser.new_page()
             open_view(first, base, "home")
-            report.line(AREA, f"cold start: server start to the first page rendered in Chromium "
+            report.line(area, f"cold start: server start to the first page rendered in Chromium "
                               f"{time.perf_counter() - start:.1f} s")
             tabs = [first, *[browser.new_context().new_page() for _ in range(visitors - 1)]]
             pages = open_class(tabs, base, slugs)
@@ -55,18 +66,21 @@ def classroom(report: Report, visitors: int, trainers: int, rounds: int, slugs: 
                 page.get_by_role("button", name="Pause", exact=True).click()
         browser.close()
         coach_browser.close()
-    report.record("load.p95_s", p95(updates["nobody training"]))
-    report.record("load.p95_training_s", p95(updates[f"{trainers} training"]))
-    report.line(AREA, f"typing a new sentence with {visitors} sessions open on {', '.join(slugs)} (one visitor at a "
+    return updates, pages
+
+
+def print_updates(report: Report, area: str, updates: dict[str, list[float]], pages: list[str], visitors: int,
+                  trainers: int, slugs: list[str]) -> None:
+    report.line(area, f"typing a new sentence with {visitors} sessions open on {', '.join(slugs)} (one visitor at a "
                       f"time unless said), Enter to the page's last change painted; all {visitors + trainers} "
                       "browser tabs share this machine's cores with the server:")
     for name, times in updates.items():
-        report.line(AREA, f"  {name}: median {statistics.median(times):.2f} s, p95 {p95(times):.2f} s, "
+        report.line(area, f"  {name}: median {statistics.median(times):.2f} s, p95 {p95(times):.2f} s, "
                           f"slowest {max(times):.2f} s ({len(times)} updates)")
         if len(slugs) > 1:
             by_page = {slug: [t for t, p in zip(times, pages * (len(times) // visitors)) if p == slug]
                        for slug in slugs}
-            report.line(AREA, "    median by page: " + ", ".join(f"{slug} {statistics.median(t):.2f} s"
+            report.line(area, "    median by page: " + ", ".join(f"{slug} {statistics.median(t):.2f} s"
                                                                  for slug, t in by_page.items() if t))
 
 

@@ -131,7 +131,7 @@ def why(report: Report) -> None:
     """The why page's numbers for tinytales at 32 tokens: attribution from the cached trace, routes, and the
     residual and head patching grids of a pair that differs in one token."""
     from model import corpora
-    from model import patching as P
+    from model import patching
     from model.attribution import attribute, routes
     from model.checkpoint import load_bundled
 
@@ -142,11 +142,11 @@ def why(report: Report) -> None:
     top = trace["logits"][0, -1].topk(2).indices.tolist()
     corrupted = list(ids)
     corrupted[1] = next(t for t in range(4, model.cfg.vocab_size) if t != ids[1])
-    pair = P.make_pair(model, ids, corrupted)
+    pair = patching.make_pair(model, ids, corrupted)
     t = interleaved({"attribution": lambda: attribute(model, trace, len(ids) - 1, top),
                      "routes": lambda: routes(model, trace, len(ids) - 1),
-                     "resid": lambda: P.resid_pre_grid(model, pair), "heads": lambda: P.head_out_grid(model, pair),
-                     "estimate": lambda: (P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair))},
+                     "resid": lambda: patching.resid_pre_grid(model, pair), "heads": lambda: patching.head_out_grid(model, pair),
+                     "estimate": lambda: (patching.resid_pre_estimate(model, pair), patching.head_out_estimate(model, pair))},
                     reps=20, warmup=2)
     report.record("model.attribution_ms", t["attribution"] * 1e3)
     report.record("model.patching_grid_s", t["resid"])

@@ -180,27 +180,26 @@ def replica(students: int, code: str | None) -> None:
     """The teacher (when `code` is None) and `students` students, in this process; then commands from stdin."""
     import concurrent.futures
 
-    from explorer.app import classroom as C
-
-    from . import classroom as B
+    from explorer.app import classroom
+    from . import classroom as bench_classroom
 
     teacher = None
     if code is None:
-        teacher = B.teacher_of()
-        code = teacher.session_state[C.CODE]
-    crowd = B.join(code, students, prefix="student" if teacher else "student on replica 2")
-    polls = [B.poll_of(at) for at in crowd]
-    seats = [at.session_state[C.SEAT] for at in crowd]
+        teacher = bench_classroom.teacher_of()
+        code = teacher.session_state[classroom.CODE]
+    crowd = bench_classroom.join(code, students, prefix="student" if teacher else "student on replica 2")
+    polls = [bench_classroom.poll_of(at) for at in crowd]
+    seats = [at.session_state[classroom.SEAT] for at in crowd]
     say(code=code, memory_mb=rss_mb(os.getpid()))
     for line in sys.stdin:
         command = json.loads(line)
         do = command["do"]
         if do == "next":
-            say(teacher_cpu=B.next_step(teacher))
+            say(teacher_cpu=bench_classroom.next_step(teacher))
         elif do == "follow":
-            say(**B.follow(crowd, polls, command["step"], command["teacher_cpu"]))
+            say(**bench_classroom.follow(crowd, polls, command["step"], command["teacher_cpu"]))
         elif do == "answer":
-            store = C.store()
+            store = classroom.store()
             with concurrent.futures.ThreadPoolExecutor(16) as pool:
                 sent = [pool.submit(store.answer, code, seat, command["step"], "it")
                         for _ in range(command.get("times", 1)) for seat in seats]

@@ -1,12 +1,15 @@
 """Every target of the benchmark, in one table: what is measured, the figure it must stay under (or above).
 
 An area (bench/<area>.py) records a figure under a target's key; `python -m bench` compares them at the end.
-The targets come from the issues that asked for each speed; the figures measured live in the README and in
-the benchmark's own output, never here.
+The targets come from the issues that asked for each speed; the figures measured live in docs/figures.md and
+in the benchmark's own output, never here.
 """
 from dataclasses import dataclass
 
+from .cgroup import CLOUD_MEMORY_BYTES
+
 AT_MOST, AT_LEAST = "at most", "at least"
+CLOUD_MEMORY_MB = CLOUD_MEMORY_BYTES / 2**20     # Community Cloud's largest memory, 2.7 GB, in the MB (MiB) we measure
 
 
 @dataclass(frozen=True)
@@ -111,4 +114,20 @@ TARGETS = [
            "exactly once (1: yes)", 1, AT_LEAST),
     Target("classroom.replica_memory_mb", "two replicas: memory of the larger replica (30 students, tinytales)", 1500,
            AT_MOST, "MB"),
+    # issue 31: questions of every kind, answered by the model, and what the class got right (bench/classroom.py)
+    Target("classroom.question_ms", "a step's question answered from its trace, slowest kind, tinytales (the lecture's "
+           "steps), 1 thread", 50, AT_MOST, "ms"),
+    Target("classroom.gpt2_question_ms", "a step's question answered from its trace, slowest kind, GPT-2 small, 1 "
+           "thread", 1000, AT_MOST, "ms"),
+    Target("classroom.question_computations", "times the lesson's question is answered from the model in a class of "
+           "60 who follow onto its step, the teacher's summary included (cached once per server)", 1, AT_MOST),
+    Target("classroom.lecture_summary_exact", "60 students answering 8 questions: every answer counted once, the "
+           "summary and the CSV identical to the answers sent (1: yes)", 1, AT_LEAST),
+    # issue 29: the server as Community Cloud runs it, in a cgroup (bench/cloud.py)
+    Target("cloud.follow_p95_s", "30 students following the teacher's Next (tinytales), server under a 1-core CPU "
+           "quota and 2.7 GB, p95", 2, AT_MOST, "s"),
+    Target("cloud.typing_p95_training_s", "typing to the page redrawn, p95, 10 sessions, 2 training, server under a "
+           "1-core CPU quota", 1, AT_MOST, "s"),
+    Target("cloud.gpt2_class_memory_mb", "server memory, GPT-2 loaded and a class of 30 on its step, under a 2.7 GB "
+           "limit (larger of the quotas; a server killed counts as never)", CLOUD_MEMORY_MB, AT_MOST, "MB"),
 ]

@@ -5,7 +5,7 @@ and smallest cell with their row and column labels, for bars the largest bars, f
 peaks). `tables(fig)` gives the same numbers as tables: one per heatmap (rows x columns), one for the bars or
 points that share their labels. Both read any figure our builders draw (heatmaps, bars, lines, small multiples
 on their own axes), so every chart gets them; a page may pass a better sentence where it knows what matters
-(an attention head: who attends most to whom, `attention_sentence`).
+(an attention head: who attends most to whom, `head_sentence` in explorer/steps/attention.py).
 """
 import base64
 import html

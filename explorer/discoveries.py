@@ -23,8 +23,10 @@ from model.checkpoint import Bundle
 from model.corpora import ANIMALS, NAMES, TINY_TALES_WORDS, tiny_tales_probes
 from model.transformer import block_name
 
-from explorer.steps import attention as A
-from explorer.steps import positions as P
+from explorer.lessons import LessonStep
+from explorer.questions import Question
+from explorer.steps import attention
+from explorer.steps import positions
 from explorer.plot import SEQUENTIAL, labels, safe, style
 from explorer.registry import BY_SLUG, Page
 from explorer.view import quote
@@ -393,29 +395,29 @@ def names_card(bundle: Bundle, name: str) -> Discovery | None:
 POSITION_OPTIONS = ("Yes: its predictions still differ", "No: both sentences look the same to it")
 
 
-def order_comparison(bundle: Bundle, a: str, b: str) -> P.OrderComparison:
+def order_comparison(bundle: Bundle, a: str, b: str) -> positions.OrderComparison:
     """The positions page's comparison of two orders, computed from the model directly."""
     def traces(ids):
         return [bundle.model.run(ids), bundle.model.run(ids, edits=edits.remove_positions()),
                 bundle.model.run(ids, edits=edits.remove_positions(), causal=False)]
     ids_a, ids_b = bundle.tokenizer.encode(a), bundle.tokenizer.encode(b)
-    return P.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, traces(ids_a), traces(ids_b))
+    return positions.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, traces(ids_a), traces(ids_b))
 
 
 def positions_card(bundle: Bundle, name: str) -> Discovery | None:
-    a, b = P.DEFAULT_PAIR
+    a, b = positions.DEFAULT_PAIR
     if word_ids(bundle, a.split()) is None or word_ids(bundle, b.split()) is None:
         return None
     c = order_comparison(bundle, a, b)
     no_pos, bag = c.pred_diff[1], c.pred_diff[2]
-    column = P.CONDITIONS[1]
+    column = positions.CONDITIONS[1]
     word = str(c.words.loc[c.words[column].idxmax(), "word"])
     n = len(c.words)
     story = (f"{quote(a)} and {quote(b)} use the same words; only the order differs. Attention by itself "
              "ignores order: it mixes words like a bag. Order reaches the model in two ways: the seat numbers "
              "added to each word (the positional encoding) and the causal mask (each word sees only itself and "
              "the words before it). What if we take the seat numbers away?")
-    still = no_pos >= P.SAME
+    still = no_pos >= positions.SAME
     reveal = (f"{'Yes' if still else 'No'}: without seat numbers, the model's prediction after {quote(word)} still "
               f"differs by **{no_pos:.4f}** between the two sentences. Through the mask, a word sees different "
               f"words before it in each order. Lift the mask as well and the largest difference is "
@@ -570,6 +572,24 @@ def diverging_card(outcome: LabOutcome | None = None) -> Discovery:
 
 
 MODEL_CARDS = (pronoun_card, knockout_card, agreement_card, names_card, positions_card, scaling_card)
+
+
+# "Ask the class" on a card: its view goes into the lesson being built, with a question the model answers on that
+# view (the card's own words where they ask the same thing), or for the lab's run a poll of the card's options.
+CLASS_QUESTIONS = {"pronoun": ("looks-at", True), "knockout": ("knockout", False), "agreement": ("next-word", False),
+                   "names": ("next-word", False), "positions": ("next-word", False), "scaling": ("looks-at", False),
+                   "diverging": ("poll", True)}
+
+
+def lesson_step(discovery: Discovery) -> LessonStep:
+    """The card's "Show me" view as a lesson step, with the question a class is asked about it."""
+    target, (kind, own_words) = discovery.target, CLASS_QUESTIONS[discovery.key]
+    view = {key: value for key in ("model", "text", "layer", "head", "token")
+            if (value := getattr(target, key)) is not None}
+    fields = dict(target.fields) | ({"preset": target.preset} if target.preset else {})
+    question = Question(kind, discovery.question if own_words else "",
+                        discovery.options if kind == "poll" else ())
+    return LessonStep(target.slug, target.tab, view, fields, note=discovery.title, question=question)
 
 
 def discoveries(bundle: Bundle, name: str) -> list[Discovery]:

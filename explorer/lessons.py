@@ -7,11 +7,12 @@ field by field like a checkpoint: a file that is not a lesson gets a clear messa
      "steps": [{"page": "attention", "tab": "who-looks",
                 "view": {"model": "tinytales", "text": "the cat sat on the mat because", "layer": 1, "head": 2},
                 "note": "Ask: which word does 'because' look at?",
-                "question": {"kind": "next-word", "prompt": "Which word will the model write next?"}}]}
+                "question": {"kind": "looks-at"}}]}
 
 A step names a place the way the registry does (page slug, tab name, the page's own fields by name), so a moved
-tab changes one line of explorer/registry.py, not every lesson. A question's answer is never written in the file:
-it is computed from the model when the step is shown (`next_word_question`), so it is true of the model in use.
+tab changes one line of explorer/registry.py, not every lesson. A question's answer is never written in the file
+(but for the teacher's own multiple choice): it is computed from the model when the step is shown
+(explorer/questions.py), so it is true of the model in use. Which kinds fit which page is that module's table.
 """
 import base64
 import json
@@ -21,31 +22,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from model.checkpoint import Bundle
-
+from explorer.classroom.store import ANSWER_CHARS, clean_text
 from explorer.lab import link as lab_link
-from explorer.registry import BY_SLUG, LAB
+from explorer.questions import KINDS, MAX_OPTIONS, PROMPT_CHARS, TEXT_CHARS, WORD_CHARS, Question, fitting
+from explorer.registry import BY_SLUG, FIELD_CHARS, LAB
 from explorer.view import MAX_CHARS
 
 READY = Path(__file__).resolve().parents[1] / "lessons"       # the lessons that ship with the app
 MAX_BYTES = 64_000
 MAX_STEPS = 60
 VIEW_FIELDS = {"model": str, "text": str, "layer": int, "head": int, "token": int}
-QUESTION_KINDS = ("next-word",)
-FIELD_CHARS = 300                 # a page field's value, at most (the lab's probe sentence is the longest)
-OPTIONS = 4                       # a next-word question offers the model's four likeliest words
 
 
 class LessonError(ValueError):
     """A file that is not a lesson this app can open; the message says what is wrong, for a teacher."""
-
-
-@dataclass(frozen=True)
-class Question:
-    kind: str
-    prompt: str
 
 
 @dataclass(frozen=True)
@@ -75,6 +66,14 @@ class Lesson:
     title: str
     steps: tuple[LessonStep, ...]
 
+    def reading_at(self, index: int, name: str, text: str) -> tuple[str, str]:
+        """The model and sentence a class following the lesson has on screen at step `index`: the last ones that step
+        or an earlier one names (a step that names none keeps what is on screen), else `name` and `text`. A question
+        is asked on these, so that every screen asks it about the same sentence."""
+        earlier = self.steps[: index + 1]
+        return (next((s.view["model"] for s in reversed(earlier) if "model" in s.view), name),
+                next((s.view["text"] for s in reversed(earlier) if "text" in s.view), text))
+
     def to_json(self) -> str:
         steps = []
         for s in self.steps:
@@ -87,7 +86,7 @@ class Lesson:
             if s.note:
                 step["note"] = s.note
             if s.question:
-                step["question"] = {"kind": s.question.kind, "prompt": s.question.prompt}
+                step["question"] = question_json(s.question)
             steps.append(step)
         return json.dumps({"title": self.title, "steps": steps}, ensure_ascii=False, indent=1)
 
@@ -132,13 +131,63 @@ def _step(raw, n: int) -> LessonStep:
         if not _field_value(value) or len(str(value)) > FIELD_CHARS:
             raise LessonError(f"{where}: the field {name} should be short text, a number or true/false.")
     question = raw.get("question")
-    if question is not None:
-        if not isinstance(question, dict) or question.get("kind") not in QUESTION_KINDS:
-            raise LessonError(f"{where}: a question needs a kind, one of {', '.join(QUESTION_KINDS)}.")
-        question = Question(kind=question["kind"], prompt=_text(question.get("prompt", ""), f"{where}'s question", 300)
-                            or "Which word will the model write next?")
     return LessonStep(page=page.slug, tab=tab, view=dict(view), fields=dict(fields),
-                      note=_text(raw.get("note", ""), f"{where}'s note", 1000), question=question)
+                      note=_text(raw.get("note", ""), f"{where}'s note", 1000),
+                      question=None if question is None else _question(question, page.slug, where))
+
+
+def question_json(question: Question) -> dict:
+    """A question as its lesson file holds it: the kind, then only the fields it uses."""
+    out = {"kind": question.kind}
+    for key in ("prompt", "options", "answer", "word", "text"):
+        value = getattr(question, key)
+        if value:
+            out[key] = list(value) if key == "options" else value
+    return out
+
+
+def _options(raw, where: str) -> tuple[str, ...]:
+    """A choice's or poll's options: 2 to MAX_OPTIONS different lines of text, each kept as the class store keeps
+    an answer (one line, at most ANSWER_CHARS characters)."""
+    if not isinstance(raw, list) or not 2 <= len(raw) <= MAX_OPTIONS:
+        raise LessonError(f"{where}: a question's options are a list of 2 to {MAX_OPTIONS} texts.")
+    options = []
+    for option in raw:
+        text = _text(option, f"{where}: an option", ANSWER_CHARS)
+        if not clean_text(text, ANSWER_CHARS):
+            raise LessonError(f"{where}: an option is empty.")
+        options.append(clean_text(text, ANSWER_CHARS))
+    if len(set(options)) < len(options):
+        raise LessonError(f"{where}: two options are the same ({', '.join(o for o in options if options.count(o) > 1)}).")
+    return tuple(options)
+
+
+def _question(raw, page: str, where: str) -> Question:
+    """A step's question, checked: a kind that fits the step's page, and only the fields that kind uses."""
+    if not isinstance(raw, dict) or raw.get("kind") not in KINDS:
+        raise LessonError(f"{where}: a question needs a kind, one of {', '.join(KINDS)}.")
+    kind = KINDS[raw["kind"]]
+    if page not in kind.pages:
+        raise LessonError(f"{where}: a {kind.name} question does not fit the {page} page (questions for that page: "
+                          f"{', '.join(fitting(page))}).")
+    for key in ("options", "answer", "word", "text"):
+        if key in raw and key not in kind.fields:
+            why = ("a poll has no right answer" if kind.name == "poll" else
+                   "the model gives it when the step is shown, never the file" if key in ("options", "answer") else
+                   f"only {', '.join(k for k, o in KINDS.items() if key in o.fields)} questions have one")
+            raise LessonError(f"{where}: a {kind.name} question takes no {key}: {why}.")
+    prompt = _text(raw.get("prompt", ""), f"{where}'s question", PROMPT_CHARS).strip()
+    options = _options(raw["options"], where) if "options" in raw else ()
+    answer = raw.get("answer")
+    if kind.name == "choice":
+        if not prompt or not options:
+            raise LessonError(f"{where}: a choice question needs a prompt and its options.")
+        if answer is None or not isinstance(answer, str) or clean_text(answer, ANSWER_CHARS) not in options:
+            raise LessonError(f"{where}: a choice question needs its right answer, one of its options.")
+        answer = clean_text(answer, ANSWER_CHARS)
+    word = _text(raw["word"], f"{where}'s word", WORD_CHARS).strip() or None if "word" in raw else None
+    text = _text(raw["text"], f"{where}'s text", TEXT_CHARS).strip() or None if "text" in raw else None
+    return Question(kind.name, prompt, options, answer, word, text)
 
 
 def parse(data: bytes | str) -> Lesson:
@@ -160,27 +209,6 @@ def parse(data: bytes | str) -> Lesson:
 def ready_lessons() -> dict[str, Lesson]:
     """The lessons that ship with the app, by file name (without .json), in file-name order."""
     return {path.stem: parse(path.read_bytes()) for path in sorted(READY.glob("*.json"))}
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A question as the class sees it, and the model's answer with its numbers (for the reveal)."""
-    prompt: str
-    options: tuple[str, ...]          # the class picks one (alphabetical: the order gives nothing away)
-    answer: str                       # the model's top guess, one of options
-    probabilities: dict[str, float]   # each option's probability
-
-
-def next_word_question(bundle: Bundle, ids: list[int], position: int, prompt: str) -> Asked:
-    """The model's OPTIONS likeliest next tokens after `position` as options, and its top guess as the answer."""
-    with torch.no_grad():
-        logits = bundle.model.run(ids, names=["logits"])["logits"][0, position]      # (V,)
-    probs = torch.softmax(logits.double(), -1)
-    top = probs.topk(min(OPTIONS, probs.numel()))
-    vocab = bundle.tokenizer.vocab
-    words = [vocab[int(i)] for i in top.indices]
-    return Asked(prompt=prompt, options=tuple(sorted(words)), answer=words[0],
-                 probabilities={w: float(p) for w, p in zip(words, top.values)})
 
 
 def _field_value(value) -> bool:
@@ -218,6 +246,17 @@ def from_link(value: str) -> Lesson:
     return parse(data)
 
 
+def as_field(lesson: Lesson) -> str:
+    """A lesson as a `lesson=` URL value: a ready lesson's key when it is one (short), else its link's value."""
+    same = [key for key, ready in ready_lessons().items() if ready.to_json() == lesson.to_json()]
+    return same[0] if same else as_link(lesson)
+
+
+def from_field(value: str) -> Lesson:
+    """The lesson a `lesson=` URL value names (`as_field`): a ready lesson's key or a lesson's link value."""
+    return ready_lessons().get(value) or from_link(value)
+
+
 def file_name(lesson: Lesson) -> str:
     """'lesson-attention-in-ten-minutes.json': the lesson's title in the file's name."""
     words = "".join(c if c.isalnum() else " " for c in lesson.title.lower()).split()
@@ -225,20 +264,45 @@ def file_name(lesson: Lesson) -> str:
 
 
 def steps_table(steps: list[LessonStep]) -> pd.DataFrame:
-    """The steps being built as a table a teacher edits: the order and note are theirs, `keep` drops a step."""
+    """The steps being built as a table a teacher edits: the order, note and question are theirs (`questions`
+    says which kinds fit the step's page), `keep` drops a step."""
     return pd.DataFrame({"order": range(1, len(steps) + 1),
                          "page": [BY_SLUG[s.page].title for s in steps],
                          "tab": [BY_SLUG[s.page].tab(s.tab) if s.tab else "" for s in steps],
                          "sentence": [s.view.get("text", "") for s in steps],
-                         "note": [s.note for s in steps], "keep": [True] * len(steps)})
+                         "note": [s.note for s in steps],
+                         "question": [s.question.kind if s.question else "" for s in steps],
+                         "questions": [", ".join(fitting(s.page)) for s in steps], "keep": [True] * len(steps)})
 
 
-def from_table(steps: list[LessonStep], edited: pd.DataFrame, title: str) -> Lesson | None:
-    """The lesson the edited table says (its notes, its order, the kept steps), or None when none is kept."""
-    kept = [(float(row.order) if pd.notna(row.order) else float(n + 1), n,
-             replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else ""))
-            for n, row in enumerate(edited.itertuples()) if row.keep]
+def _asked_in_table(step: LessonStep, kind, n: int) -> tuple[Question | None, str | None]:
+    """The question a table's row asks (its kind as chosen; a kept kind keeps its prompt and options), and why a
+    chosen kind could not be used, if it could not."""
+    kind = kind if isinstance(kind, str) else ""
+    if kind == (step.question.kind if step.question else ""):
+        return step.question, None
+    if not kind:
+        return None, None
+    if kind not in KINDS or step.page not in KINDS[kind].pages:
+        return step.question, (f"Step {n}: a {kind} question does not fit the {BY_SLUG[step.page].title} page "
+                               f"(questions for it: {', '.join(fitting(step.page))}).")
+    if kind == "choice":
+        return step.question, (f"Step {n}: a choice needs its options and right answer, written in the lesson file "
+                               "(download it, edit it, upload it).")
+    return Question(kind), None
+
+
+def from_table(steps: list[LessonStep], edited: pd.DataFrame, title: str) -> tuple[Lesson | None, list[str]]:
+    """The lesson the edited table says (its notes, questions and order, the kept steps; None when none is kept),
+    and what could not be done as asked."""
+    kept, problems = [], []
+    for n, row in enumerate(edited.itertuples()):
+        question, problem = _asked_in_table(steps[n], getattr(row, "question", None), n + 1)
+        problems += [problem] if problem else []
+        if row.keep:
+            kept.append((float(row.order) if pd.notna(row.order) else float(n + 1), n,
+                         replace(steps[n], note=row.note[:1000] if isinstance(row.note, str) else "", question=question)))
     if not kept:
-        return None
+        return None, problems
     ordered = tuple(step for _, _, step in sorted(kept, key=lambda x: (x[0], x[1])))
-    return Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered)
+    return Lesson(title=(title or "").strip() or "Untitled lesson", steps=ordered), problems

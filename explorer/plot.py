@@ -19,7 +19,7 @@ SEQUENTIAL = "Viridis"
 
 # The look of Streamlit's own chart theme (its font, left-aligned bold titles, light grid, axes that make room
 # for their labels, its categorical colours), written out: our charts are drawn by plotly.js directly
-# (explorer/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
+# (explorer/app/plotly_component.py), where Streamlit's theme is not applied. Darker axis text than Streamlit's,
 # for a projector. One template per page theme (light, dark) and a high-contrast variant of each, for a
 # washed-out projector: `template_for` picks one.
 FONT = '"Source Sans", "Source Sans Pro", sans-serif'
@@ -166,7 +166,7 @@ def heatmap_panels(panels: list[tuple[str, np.ndarray]], rows: list[str], *, row
     scale (diverging, centred at 0): the same colour is the same number in every panel.
 
     One figure instead of one per panel because the browser pays a fixed cost per Plotly chart on every
-    redraw (measured in the README, "Measured once, behind a design choice").
+    redraw (measured in docs/figures.md, "Measured once, behind a design choice").
     Each panel is a trace named by its title; hover shows the panel, row, column and exact value.
     """
     rows = [safe(r) for r in rows]

@@ -6,6 +6,8 @@ and the view fields it keeps in session state are named here, and a moved tab or
 """
 from dataclasses import dataclass
 
+FIELD_CHARS = 300       # a page field's value (in a link or a lesson), at most: the lab's probe sentence is the longest
+
 
 @dataclass(frozen=True)
 class Page:

@@ -3,7 +3,7 @@ import this module alone).
 
 A view is one model reading one sentence: the model's bundle, the sentence as it was typed and as the
 model read it, the trace of that reading and presenter mode. Its `key` names the model for every cache
-(see explorer/cache.py).
+(see explorer/app/cache.py).
 """
 import re
 import uuid
@@ -80,7 +80,7 @@ class View:
 
     @property
     def key(self) -> str:
-        """The model's cache key (explorer/cache.py)."""
+        """The model's cache key (explorer/app/cache.py)."""
         return model_key(self.name, self.bundle.model)
 
     @property

@@ -86,6 +86,12 @@ def _head_weights(attention: nn.Module, n_heads: int) -> torch.Tensor:
     return attention.W_o.weight.T.reshape(n_heads, D // n_heads, D)                     # (H, K, D)
 
 
+def head_writes(attention: nn.Module, z: torch.Tensor) -> torch.Tensor:
+    """What each head writes into the stream at one position (H, D), from its mixed values there z (H, K): z[h]
+    through head h's slice of W_O (without the bias). Any block, pre- or post-norm."""
+    return torch.einsum("hk,hkd->hd", z, _head_weights(attention, z.shape[0]))              # (H, D)
+
+
 @torch.no_grad()
 def part_vectors(model: nn.Module, trace: Trace, position: int) -> tuple[tuple[Part, ...], torch.Tensor]:
     """Every part's vector (P, D) in the final stream at `position`; they sum to the stream the final norm reads."""
@@ -98,7 +104,7 @@ def part_vectors(model: nn.Module, trace: Trace, position: int) -> tuple[tuple[P
         for attention in s.attentions:
             module = getattr(block, attention)
             z = trace[f"{p}blocks.{layer}.{attention}.z"][0, :, position]                   # (H, K)
-            heads = torch.einsum("hk,hkd->hd", z, _head_weights(module, H))                # (H, D)
+            heads = head_writes(module, z)                                                 # (H, D)
             word = "cross " if attention == "cross_attn" else ""
             for h in range(H):
                 parts.append(Part("head", f"L{layer} {word}H{h}", layer, h, attention))

@@ -7,6 +7,7 @@ object, shared by every visitor, is never changed. Thin wrappers name what is pa
 
     resid_pre_grid(model, pair)   the stream entering each block at each position   (get_act_patch_resid_pre)
     head_out_grid(model, pair)    each head's output at every position at once      (get_act_patch_attn_head_out_all_pos)
+    knockout_logits(...)          heads of one block patched with zeros (a knockout), from that block on
 
 The measure is the share of the logit difference restored: (patched - corrupted) / (clean - corrupted), where the
 logit difference is logit(answer) - logit(other) at one position: 1 means the patch brings the clean answer
@@ -52,14 +53,17 @@ def _forward(model: nn.Module, tokens: torch.Tensor, rec: Recorder, position: in
 
 
 def _forward_from(model: nn.Module, stream: torch.Tensor, first: int, rec: Recorder, position: int,
-                  targets: list[int]) -> torch.Tensor:
+                  targets: list[int] | None) -> torch.Tensor:
     """The same, starting at block `first` from the stream entering it (N, T, D): a patch in block `first` or
-    later leaves every block before it as in the unpatched run, so those need not run again."""
+    later leaves every block before it as in the unpatched run, so those need not run again. `targets` None:
+    every token's logit (N, V)."""
     mask = causal_mask(stream.shape[1], stream.device)                                     # (T, T)
     x = stream
     for block in model.blocks[first:]:
         x = block(x, rec, mask=mask)                                                       # (N, T, D)
     x = rec("final.norm", model.final_norm(x))                                             # (N, T, D)
+    if targets is None:
+        return x[:, position] @ model.unembed.weight.T                                     # (N, V)
     return x[:, position] @ model.unembed.weight[targets].T                                # (N, n)
 
 
@@ -109,6 +113,21 @@ def run_patched(model: nn.Module, corrupted, clean: Trace, patches: Sequence[Pat
         if progress is not None:
             progress(start + len(chunk), len(patches))
     return torch.cat(out) if out else torch.zeros(0, len(targets))
+
+
+@torch.no_grad()
+def knockout_logits(model: nn.Module, trace: Trace, layer: int, heads: Sequence[int], position: int) -> torch.Tensor:
+    """Every token's logit (N, V) after `position` with each of `heads` of block `layer` knocked out in turn (its
+    mixed values z patched with zeros), one batch row each. The run starts from `trace`'s stream entering block
+    `layer` (the blocks before it do not change) and reads the positions up to `position` only (the causal mask
+    keeps the later ones from reaching it): for GPT-2 a few rows of a few blocks instead of a run per head."""
+    _decoder_only(model)
+    name = f"blocks.{layer}.attn.z"
+    upto = position + 1
+    stream = trace[f"blocks.{layer}.resid_pre"][:, :upto].expand(len(heads), -1, -1)       # (N, t, D)
+    zeros = torch.zeros_like(trace[name][:, :, :upto])                                     # (1, H, t, K)
+    edits = Recorder({name: _replace([(row, (head,)) for row, head in enumerate(heads)], zeros)})
+    return _forward_from(model, stream, layer, edits, position, None)                      # (N, V)
 
 
 @torch.no_grad()

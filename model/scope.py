@@ -40,11 +40,6 @@ class Scope:
     task: str | None = None              # an encoder-decoder's task (model.tasks), None for a language model
     lengths: tuple[int, int] | None = None   # the digit-list lengths a digit task was trained on
 
-    @property
-    def open_vocabulary(self) -> bool:
-        """Whether every text can be read without <unk> (byte-level BPE)."""
-        return not self.words
-
 
 def typeable(tokenizer: Tokenizer) -> tuple[str, ...]:
     """The vocabulary a student can type: every token but the special ones (<unk>, <pad>, <bos>, <eos>).

@@ -140,11 +140,6 @@ class WordTokenizer(_ListTokenizer):
         return [m.group().lower() for m in WORD_RE.finditer(text)]
 
     @classmethod
-    def normalise(cls, text: str) -> str:
-        """Text as decode(encode(text)) gives it back: lowercase, one space between tokens."""
-        return " ".join(cls.split(text))
-
-    @classmethod
     def from_texts(cls, texts: Iterable[str], extra_words: Iterable[str] = (),
                    max_words: int | None = None) -> "WordTokenizer":
         """Vocabulary = <unk>, then every word seen (or the max_words most frequent), sorted."""
@@ -253,11 +248,6 @@ class BPETokenizer(Tokenizer):
 
     def decode(self, ids: list[int]) -> str:
         return self._hf.decode(self._check_ids(ids), skip_special_tokens=False)
-
-    @property
-    def start_id(self) -> int | None:
-        """The id of GPT-2's <|endoftext|>, which it saw between documents in training (None if there is none)."""
-        return self._hf.token_to_id(START)
 
     def pieces(self, text: str) -> list[Piece]:
         enc = self._hf.encode(_clean(text))

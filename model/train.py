@@ -1,7 +1,7 @@
 """Reproduce a bundled checkpoint: `python -m model.train --preset roses` (or tinytales, sort, translate).
 
 Trains with the preset's recipe, shows a progress bar, checks the preset's targets, and writes
-model/checkpoints/NAME.safetensors and NAME.json (or into --out).
+model/checkpoints/<preset>.safetensors and <preset>.json (or into --out).
 """
 import argparse
 import platform

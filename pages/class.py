@@ -4,21 +4,27 @@ import io
 import segno
 import streamlit as st
 
-from explorer import lessons as L
-from explorer.app import classroom as C
+from explorer import lessons, questions
+from explorer.app import classroom
 from explorer.app.layout import explanation, page_header
 from explorer.app.state import view
 from explorer.view import escape
 
 
-def edit_draft(steps: list) -> L.Lesson | None:
+def edit_draft(steps: list) -> lessons.Lesson | None:
     """The lesson being built, as a table: notes to write, an order to change, steps to delete."""
     title = st.text_input("Title", key="lesson_title", max_chars=120, placeholder="Untitled lesson")
-    edited = st.data_editor(L.steps_table(steps), key="lesson_editor", hide_index=True, width="stretch",
-                            disabled=["page", "tab", "sentence"],
+    edited = st.data_editor(lessons.steps_table(steps), key="lesson_editor", hide_index=True, width="stretch",
+                            disabled=["page", "tab", "sentence", "questions"],
                             column_config={"order": st.column_config.NumberColumn(min_value=1, step=1),
-                                           "note": st.column_config.TextColumn(max_chars=1000, width="large")})
-    lesson = L.from_table(steps, edited, title)
+                                           "note": st.column_config.TextColumn(max_chars=1000, width="large"),
+                                           "question": st.column_config.SelectboxColumn(
+                                               options=["", *questions.KINDS], help="What the class is asked at this "
+                                               "step (empty: nothing); “questions” lists the kinds that fit its page"),
+                                           "questions": st.column_config.TextColumn("questions that fit")})
+    lesson, problems = lessons.from_table(steps, edited, title)
+    for problem in problems:
+        st.warning(escape(problem), icon=":material/info:")
     if lesson is None:
         st.info("Every step is unticked: nothing to teach yet.", icon=":material/info:")
     return lesson
@@ -36,10 +42,10 @@ names are optional.""", title="How a class works")
 if st.session_state.get("_class_problem"):
     st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
 
-role = C.role()
+role = classroom.role()
 if role == "teacher":
-    code = st.session_state[C.CODE]
-    link = C.join_link(code)
+    code = st.session_state[classroom.CODE]
+    link = classroom.join_link(code)
     st.subheader("Your class is open")
     left, right = st.columns([3, 2] if not v.presenter else [1, 1])     # the QR code beside the code, on one screen
     with left:
@@ -51,35 +57,37 @@ if role == "teacher":
     segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
     right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260,
                 alt=f"QR code of the link to class {code}: {link}")
-    C.who_joined(code)                               # polled: the room joining shows as it happens
+    classroom.who_joined(code)                               # polled: the room joining shows as it happens
     st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
                "tab open: the teacher key lives only in it.")
+    st.subheader("What the class got right")
+    classroom.class_summary(code, v.name, v.text)            # polled: the answers as they come in
     with st.container(horizontal=True):
-        st.button("Show the class's step", key="class_show_step", on_click=C.show_class_step, type="primary",
+        st.button("Show the class's step", key="class_show_step", on_click=classroom.show_class_step, type="primary",
                   icon=":material/arrow_forward:", help="Students who joined already see it; come back here with "
                   "“Show the join code and QR code” in the class box.")
-        st.button("End the class", key="class_end", on_click=C.end, icon=":material/close:")
+        st.button("End the class", key="class_end", on_click=classroom.end, icon=":material/close:")
 elif role == "student":
-    st.success(f"You are in class {st.session_state[C.CODE]}. The class box at the top of every page follows the teacher.",
+    st.success(f"You are in class {st.session_state[classroom.CODE]}. The class box at the top of every page follows the teacher.",
                icon=":material/groups:")
-    st.button("Leave the class", key="class_leave_page", on_click=C.leave, icon=":material/logout:")
+    classroom.own_summary(st.session_state[classroom.CODE], v.name, v.text)
+    st.button("Leave the class", key="class_leave_page", on_click=classroom.leave, icon=":material/logout:")
+    st.caption("Your teacher started the lesson again with a new code (their tab was reloaded, or its server "
+               "restarted)? Join it here:")
+    classroom.join_form()
 elif role == "alone":
     st.info("You are walking a lesson: Next and Previous are in the box at the top of every page.", icon=":material/school:")
-    st.button("Stop the lesson", key="class_stop_page", on_click=C.leave, icon=":material/close:")
+    st.button("Stop the lesson", key="class_stop_page", on_click=classroom.leave, icon=":material/close:")
 else:
     # in presenter mode (a teacher at the projector) leading comes first, one box above the other
     join, lead = st.columns(2) if not v.presenter else reversed((st.container(), st.container()))
     with join.container(border=True):
         st.subheader("Join a class")
-        code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
-        name = st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
-                             help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
-        st.button("Join", key="class_join", on_click=C.join_from_page, type="primary", icon=":material/login:",
-                  disabled=not code.strip())
+        classroom.join_form()
     with lead.container(border=True):
         st.subheader("Lead or walk a lesson")
-        ready = L.ready_lessons()
-        built = C.draft()
+        ready = lessons.ready_lessons()
+        built = classroom.draft()
         options = [*(["mine"] if built else []), *ready, "upload"]
         names = {"mine": f"Your lesson ({len(built)} steps)", "upload": "Upload a lesson file ..."}
         choice = st.selectbox("Lesson", options, key="class_lesson",
@@ -93,8 +101,8 @@ else:
             upload = st.file_uploader("Lesson file (.json)", type=["json"], key="class_upload")
             if upload is not None:
                 try:
-                    chosen = L.parse(upload.getvalue())
-                except L.LessonError as problem:
+                    chosen = lessons.parse(upload.getvalue())
+                except lessons.LessonError as problem:
                     st.error(escape(str(problem)), icon=":material/error:")
         else:
             chosen = ready[choice]
@@ -102,12 +110,12 @@ else:
             st.markdown(f"**{escape(chosen.title)}**: {len(chosen.steps)} steps, "
                         f"{sum(s.question is not None for s in chosen.steps)} with a question.")
             a, b = st.columns(2)
-            a.button("Start a class", key="class_start", on_click=C.start, args=(chosen.to_json(), True),
+            a.button("Start a class", key="class_start", on_click=classroom.start, args=(chosen.to_json(), True),
                      type="primary", icon=":material/co_present:")
-            b.button("Walk it alone", key="class_alone", on_click=C.start, args=(chosen.to_json(), False),
+            b.button("Walk it alone", key="class_alone", on_click=classroom.start, args=(chosen.to_json(), False),
                      icon=":material/school:")
-            st.download_button("Download this lesson", chosen.to_json(), file_name=L.file_name(chosen),
+            st.download_button("Download this lesson", chosen.to_json(), file_name=lessons.file_name(chosen),
                                mime="application/json", key="class_download", icon=":material/download:",
                                on_click="ignore")
             with st.popover("Copy a link to this lesson", icon=":material/link:"):
-                st.code(C.lesson_link(chosen), language=None, wrap_lines=True)
+                st.code(classroom.lesson_link(chosen), language=None, wrap_lines=True)

@@ -1,7 +1,7 @@
 """The encoder-decoder: the encoder reads the source, the decoder writes the target through cross-attention."""
 import streamlit as st
 
-from explorer.steps import encoder_decoder as S
+from explorer.steps import encoder_decoder
 from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
                              sections, step_nav)
 from explorer.app.models import BUNDLED_SEQ2SEQ, is_encoder_decoder
@@ -10,28 +10,28 @@ from explorer.app.state import apply_view, view
 from explorer.view import EXAMPLES, quote
 
 v = view()
-page_header(S.SLUG, v)
+page_header(encoder_decoder.SLUG, v)
 if not is_encoder_decoder(v.bundle):
-    st.info(S.NOT_HERE, icon=":material/translate:")
+    st.info(encoder_decoder.NOT_HERE, icon=":material/translate:")
     with st.container(horizontal=True):          # in the main area too: presenter mode starts with the sidebar closed
         for name in BUNDLED_SEQ2SEQ:
             st.button(f"Open {name}: {quote(EXAMPLES[name])}", key=f"open_{name}", icon=":material/translate:",
                       on_click=apply_view, kwargs=dict(model=name, text=EXAMPLES[name]))
     st.stop()
-explanation(v, S.intro(v))
+explanation(v, encoder_decoder.intro(v))
 check = source_check(v)
 with side_panel(v, "What this model knows", ":material/menu_book:", expanded=bool(check and check.problems)):
     st.markdown(training_line(v))
-    if S.task_of(v) == "translate":
+    if encoder_decoder.task_of(v) == "translate":
         st.markdown(grammar_line())
         st.dataframe(lexicon_table("translate"), hide_index=True)
     else:
         st.markdown(digits_line(v))
-trace = require_trace(v, S.SLUG)
-written = S.decoded_text(v, trace)
+trace = require_trace(v, encoder_decoder.SLUG)
+written = encoder_decoder.decoded_text(v, trace)
 words, left, right = st.columns([3, 1, 1]) if v.presenter else (st.container(), None, None)   # one row on a projector
-words.markdown(f"**Source** (what the encoder reads): {S.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
-               f"**Target** (what the decoder wrote, greedily): {S.quote(written)}")
+words.markdown(f"**Source** (what the encoder reads): {encoder_decoder.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
+               f"**Target** (what the decoder wrote, greedily): {encoder_decoder.quote(written)}")
 if check and check.problems:
     words.warning(outside_text(check), icon=":material/explore_off:")
 if check and check.answer is not None:
@@ -44,59 +44,59 @@ cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
 if cross.open:
     with cross:
         st.subheader("Cross-attention: the decoder reads the source")
-        chart(S.figure("cross", v, layer, head), key="cross")
-        st.caption(S.CROSS_TEXT)
-        st.markdown(S.alignment_story(v, trace))
-        best = S.best_head(v, trace)
+        chart(encoder_decoder.figure("cross", v, layer, head), key="cross")
+        st.caption(encoder_decoder.CROSS_TEXT)
+        st.markdown(encoder_decoder.alignment_story(v, trace))
+        best = encoder_decoder.best_head(v, trace)
         if best.hits and (best.layer, best.head) != (layer, head):
             st.button(f"Show layer {best.layer}, head {best.head}", key="s2s_best_head", icon=":material/visibility:",
                       on_click=apply_view, kwargs=dict(layer=best.layer, head=best.head))
-        st.markdown(S.alignment_words(v, trace, layer, head))
-        panel = math_panel(S.SLUG)
+        st.markdown(encoder_decoder.alignment_words(v, trace, layer, head))
+        panel = math_panel(encoder_decoder.SLUG)
         if panel.open:
             with panel:
                 a, b = st.columns(2)
-                row = a.selectbox("Target row", range(len(S.written(v, trace))), key="s2s_row",
-                                  format_func=lambda t: S.row_labels(v, trace)[t])
+                row = a.selectbox("Target row", range(len(encoder_decoder.written(v, trace))), key="s2s_row",
+                                  format_func=lambda t: encoder_decoder.row_labels(v, trace)[t])
                 col = b.selectbox("Source column", range(len(v.tokens)), key="s2s_col",
                                   format_func=lambda s: f"{s}: {v.tokens[s]}")
-                st.markdown("\n".join(S.math_lines(v, trace, layer, head, row, col)))
+                st.markdown("\n".join(encoder_decoder.math_lines(v, trace, layer, head, row, col)))
 
 if encoder.open:
     with encoder:
         st.subheader("The encoder reads the whole source at once")
-        chart(S.figure("encoder", v, layer, head), key="encoder")
+        chart(encoder_decoder.figure("encoder", v, layer, head), key="encoder")
         st.caption("No causal mask: a source token may look at tokens after it too. Each row adds up to 1.")
 
 if decoder.open:
     with decoder:
         st.subheader("The decoder looks back at what it has written")
-        chart(S.figure("decoder", v, layer, head), key="decoder")
+        chart(encoder_decoder.figure("decoder", v, layer, head), key="decoder")
         st.caption("The causal mask of the decoder-only models: row t sees <bos> and the tokens written before it.")
 
 if steps.open:
     with steps:
         st.subheader("Decoding, one token at a time")
-        st.dataframe(S.greedy_table(v, trace), hide_index=True, height=280 if v.presenter else "auto", column_config={
+        st.dataframe(encoder_decoder.greedy_table(v, trace), hide_index=True, height=280 if v.presenter else "auto", column_config={
             "probability": st.column_config.NumberColumn(format="%.4f"),
             "its probability": st.column_config.NumberColumn(format="%.4f")})
         st.caption("Greedy decoding takes the likeliest token at every step and stops at <eos>.")
         size = st.select_slider("Beam size", [1, 2, 3, 4, 5], 3, key="s2s_beam",
                                 help="Keep this many partial targets at every step and finish the best one.")
-        result = S.beam(v, size)
-        st.markdown(f"Beam search ({size}): {S.quote(v.bundle.tokenizer.decode(result.tokens))}, total "
+        result = encoder_decoder.beam(v, size)
+        st.markdown(f"Beam search ({size}): {encoder_decoder.quote(v.bundle.tokenizer.decode(result.tokens))}, total "
                     f"log-probability **{result.score:.4f}**.")
-        st.dataframe(S.beam_table(v, result), hide_index=True,
+        st.dataframe(encoder_decoder.beam_table(v, result), hide_index=True,
                      column_config={"log-probability": st.column_config.NumberColumn(format="%.4f")})
 
 if whatif.open:
     with whatif:
         st.subheader("What if?")
-        options = S.experiments(layer, head)
+        options = encoder_decoder.experiments(layer, head)
         choice = st.radio("Change the model", list(options), key="s2s_whatif")
-        st.markdown(S.what_it_does(choice))
-        st.markdown(f"Without the change: {S.quote(written)}  \n"
-                    f"With it: {S.quote(S.whatif_output(v, choice, layer, head))}")
-        st.markdown(S.whatif_change(v, choice, layer, head))
+        st.markdown(encoder_decoder.what_it_does(choice))
+        st.markdown(f"Without the change: {encoder_decoder.quote(written)}  \n"
+                    f"With it: {encoder_decoder.quote(encoder_decoder.whatif_output(v, choice, layer, head))}")
+        st.markdown(encoder_decoder.whatif_change(v, choice, layer, head))
 
-step_nav(S.SLUG)
+step_nav(encoder_decoder.SLUG)

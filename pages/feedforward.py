@@ -1,7 +1,7 @@
 """Step 5, feed-forward: expand, activate, contract, one token at a time."""
 import streamlit as st
 
-from explorer.steps import feedforward as ff
+from explorer.steps import feedforward
 from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name, heatmap_text, intro, activations_figure,
                                   change_in_words, histogram_figure, neuron_math,
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
@@ -10,7 +10,7 @@ from explorer.app.layout import (beside_the_chart, chart, picker_row, dims_picke
                              sections, step_nav, token_picker, whatif_notes)
 from explorer.plot import DIMS_SHOWN
 from explorer.app.state import view
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 
 
 v = view()
@@ -24,7 +24,7 @@ picker, note = picker_row([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"Layer {layer} of {cfg.n_layers}: every token's {cfg.d_model} numbers go through "
              f"{cfg.d_ff:,} neurons and come back as {cfg.d_model:,} numbers.")
-shapes, fire, strongest, off_section, whatif = sections("feedforward")
+shapes, fire, strongest, off_section, whatif_tab = sections("feedforward")
 
 if shapes.open:
     shapes.subheader("Expand, activate, contract")
@@ -40,7 +40,7 @@ if fire.open:
             neurons = dims_picker(v, cfg.d_ff, "mlp_neurons", what="neurons", where=fire)
     chart(activations_figure(v, layer, neurons), fire, key="activations")
     fire.caption(f"Each row is one token, each column one of the {cfg.d_ff:,} neurons. "
-                 + heatmap_text(cfg.activation) + " " + ff.range_words(v, layer, neurons) + " Hover for exact values.")
+                 + heatmap_text(cfg.activation) + " " + feedforward.range_words(v, layer, neurons) + " Hover for exact values.")
 
 if strongest.open:
     with strongest:
@@ -84,29 +84,29 @@ if off_section.open:
                           "They still pass a faint signal on to W_out; the rest carry the strong one."))
         chart(histogram_figure(v, layer), stage, key="histogram")
 
-if whatif.open:
-    with whatif:
+if whatif_tab.open:
+    with whatif_tab:
         st.subheader("What if a layer had no feed-forward network?")
         knobs, stage = beside_the_chart(v)
         token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
-        search = ff.skip_search(v)
-        options = ff.choices(layer, search, token)
+        search = feedforward.skip_search(v)
+        options = feedforward.choices(layer, search, token)
         if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows
-            st.session_state["mlp_whatif"] = W.default_choice(search, ff.experiment(layer), token)
+            st.session_state["mlp_whatif"] = whatif.default_choice(search, feedforward.experiment(layer), token)
         else:         # a label may now name another choice (they follow the layer and token): say which one is on
             st.session_state["mlp_whatif"] = st.session_state["mlp_whatif"]
         choice = knobs.radio("Change the model", list(options), key="mlp_whatif", horizontal=not v.presenter,
-                             format_func=lambda key: ff.choice_label(key, options, search, token))
+                             format_func=lambda key: feedforward.choice_label(key, options, search, token))
         skipped = options[choice]
-        experiment = ff.experiment(skipped)
+        experiment = feedforward.experiment(skipped)
         knobs.caption(f"The model runs again with layer {skipped}'s feed-forward output set to zero; the bars compare "
                       f"its guesses for the token after {quote(v.tokens[token])}.")
-        after = W.experiment_trace(v, experiment)
-        change = W.next_token_change(v, trace, after, position=token)
+        after = whatif.experiment_trace(v, experiment)
+        change = whatif.next_token_change(v, trace, after, position=token)
         words = stage.container()                   # the words under the chart on a small first screen, else above it
-        chart(W.change_figure(change, experiment, v.presenter), stage, key="whatif")
+        chart(whatif.change_figure(change, experiment, v.presenter), stage, key="whatif")
         (stage if v.compact else words).markdown(change_in_words(v, trace, after, skipped, position=token))
-        notes, elsewhere = ff.whatif_notes(v, search, trace, after, experiment, token)
+        notes, elsewhere = feedforward.whatif_notes(v, search, trace, after, experiment, token)
         with stage:
             whatif_notes(v, notes, elsewhere, "mlp_whatif",
                          help="Makes that token the selected one; the what-if then shows its forecast.")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.app import discover
-from explorer.steps import positions as P
+from explorer.steps import positions
 from explorer.app.layout import (beside_the_chart, chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.app.state import view
@@ -11,12 +11,12 @@ v = view()
 cfg = v.bundle.model.cfg
 page_header("positions", v)
 discover.way_back()                         # after a discovery's "Show me": one click back to your own sentence
-st.caption(P.kind_caption(cfg))
-explanation(v, P.intro(cfg))
+st.caption(positions.kind_caption(cfg))
+explanation(v, positions.intro(cfg))
 trace = require_trace(v, "positions")
 seats, waves, sums, alike, whatif = sections("positions")
 NO_POSITIONS = "This model has no position signal: every position vector is zero, so nothing is added."
-dims = P.default_dims(cfg)
+dims = positions.default_dims(cfg)
 
 if seats.open:
     with seats:
@@ -24,19 +24,19 @@ if seats.open:
         if cfg.pos == "none":
             st.info(NO_POSITIONS, icon=":material/block:")
         window = dims_picker(v, cfg.d_model, "positions_window")
-        table = P.figure("table", v, window)
+        table = positions.figure("table", v, window)
         if table is None:
-            chart(P.figure("added", v, window), key="added")
+            chart(positions.figure("added", v, window), key="added")
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one
             yours, everything = st.tabs(["Your sentence", f"The whole table ({cfg.max_len:,} positions)"],
                                         key="positions_rows", on_change="rerun")
             if yours.open:
-                chart(P.figure("added", v, window), yours, key="added")
+                chart(positions.figure("added", v, window), yours, key="added")
             if everything.open:
                 chart(table, everything, key="table")
-                if cfg.max_len > P.MAX_TABLE_ROWS:
-                    everything.caption(f"The first {P.MAX_TABLE_ROWS} of {cfg.max_len:,} positions.")
+                if cfg.max_len > positions.MAX_TABLE_ROWS:
+                    everything.caption(f"The first {positions.MAX_TABLE_ROWS} of {cfg.max_len:,} positions.")
 
 if waves.open:
     with waves:
@@ -48,12 +48,12 @@ if waves.open:
                 dims = st.multiselect("Dimensions", range(cfg.d_model), default=dims, key="positions_dims",
                                       max_selections=8,
                                       help="Each dimension of the position vector, drawn over every seat.")
-            curves = P.figure("curves", v, dims)
+            curves = positions.figure("curves", v, dims)
             if curves is not None:
                 chart(curves, key="curves")
                 if cfg.pos == "learned":
-                    st.markdown(P.FORMULA_TEXT)
-                    chart(P.figure("curves", v, dims, True), key="formula")
+                    st.markdown(positions.FORMULA_TEXT)
+                    chart(positions.figure("curves", v, dims, True), key="formula")
             else:
                 st.info("Pick at least one dimension to draw.")
 
@@ -62,16 +62,16 @@ if sums.open:
         st.subheader("Token + position = input")
         left, right = st.columns(2)
         position = token_picker(v, left)
-        chart(P.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)), key="sum")
-        st.caption(P.sum_caption(v, trace, position))
-        st.markdown(P.sum_text(v, trace))
+        chart(positions.figure("sum", v, position, dims_picker(v, cfg.d_model, "positions_window", where=right)), key="sum")
+        st.caption(positions.sum_caption(v, trace, position))
+        st.markdown(positions.sum_text(v, trace))
         panel = math_panel("positions")
         if panel.open:
             with panel:
                 dim = dims[0] if dims else 0
                 if not v.presenter:
                     dim = st.selectbox("Dimension", range(cfg.d_model), index=dim, key="positions_math_dim")
-                st.markdown("\n".join(P.math_lines(v, trace, position, dim)))
+                st.markdown("\n".join(positions.math_lines(v, trace, position, dim)))
 
 if alike.open:
     with alike:
@@ -80,19 +80,19 @@ if alike.open:
         else:
             st.subheader("Which seats look alike?")
             whole = False
-            if not v.presenter and P.position_table(v.bundle.model) is not None:
+            if not v.presenter and positions.position_table(v.bundle.model) is not None:
                 whole = st.toggle("Show the whole table", key="positions_whole",
-                                  help=f"Compare all {min(cfg.max_len, P.MAX_TABLE_ROWS)} positions, not only "
+                                  help=f"Compare all {min(cfg.max_len, positions.MAX_TABLE_ROWS)} positions, not only "
                                        "your sentence's.")
-            chart(P.figure("similarity", v, whole), key="similarity")
-            st.caption(P.SIMILARITY_TEXT[cfg.pos])
+            chart(positions.figure("similarity", v, whole), key="similarity")
+            st.caption(positions.SIMILARITY_TEXT[cfg.pos])
 
 if whatif.open:
     with whatif:
         st.subheader("What if the seats were gone?")
         knobs, stage = beside_the_chart(v, spec=(1, 1.3))
-        knobs.markdown(P.order_text(v.bundle.tokenizer.kind))
-        a, b = P.default_pair(v)
+        knobs.markdown(positions.order_text(v.bundle.tokenizer.kind))
+        a, b = positions.default_pair(v)
         if not v.presenter:
             if st.session_state.get("positions_pair_model") != v.name:      # another model: its own pair
                 st.session_state.pop("positions_sentence_a", None)
@@ -102,29 +102,29 @@ if whatif.open:
             st.session_state.setdefault("positions_sentence_b", b)
             first, second = knobs.columns(2)
             a = first.text_input("Sentence A", key="positions_sentence_a", max_chars=200)
-            b = second.text_input(f"Sentence B (the same {P.UNITS[v.bundle.tokenizer.kind][1]} in another order)",
+            b = second.text_input(f"Sentence B (the same {positions.UNITS[v.bundle.tokenizer.kind][1]} in another order)",
                                   key="positions_sentence_b",
                                   max_chars=200)
         else:
             knobs.markdown(f"**A**: {quote(a)}  \n**B**: {quote(b)}")
         try:
-            pa, pb = P.prepare_pair(v, a, b)
+            pa, pb = positions.prepare_pair(v, a, b)
         except ValueError as problem:
             knobs.info(f"{problem} Type both sentences to compare them.", icon=":material/edit:")
         else:
             for notice in dict.fromkeys(pa.notices + pb.notices):
                 knobs.caption(notice)
-            comparison = P.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
-                                          P.order_traces(v, pa.ids), P.order_traces(v, pb.ids))
+            comparison = positions.compare_orders(v.bundle.tokenizer.vocab, pa.ids, pb.ids,
+                                          positions.order_traces(v, pa.ids), positions.order_traces(v, pb.ids))
             number = st.column_config.NumberColumn(format="%.4f")
             table = knobs.container()          # above the chart; beside it on a projector
             table.dataframe(comparison.summary, hide_index=True,
-                            column_config={P.INPUT_COLUMN: number, P.PREDICTION_COLUMN: number},
-                            column_order=P.PRESENTER_COLUMNS if v.presenter else None)
-            table.caption(P.table_caption(P.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
-            bars = P.order_figure(comparison, v.presenter)
+                            column_config={positions.INPUT_COLUMN: number, positions.PREDICTION_COLUMN: number},
+                            column_order=positions.PRESENTER_COLUMNS if v.presenter else None)
+            table.caption(positions.table_caption(positions.PRESENTER_COLUMNS if v.presenter else comparison.summary.columns))
+            bars = positions.order_figure(comparison, v.presenter)
             if bars is not None:
                 chart(bars, stage, key="order")
-            stage.markdown(P.order_verdict(comparison, cfg.pos != "none", a, b))
+            stage.markdown(positions.order_verdict(comparison, cfg.pos != "none", a, b))
 
 step_nav("positions")

@@ -1,14 +1,14 @@
 """Step 1, tokenization: the sentence cut into tokens, three ways of cutting, BPE merges and the vocabulary."""
 import streamlit as st
 
-from explorer.steps import tokenization as tk
+from explorer.steps import tokenization
 from explorer.app.layout import (beside_the_chart, chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
                              token_picker)
 from explorer.app.state import view
 
 v = view()
 page_header("tokenization", v)
-explanation(v, tk.intro(v))
+explanation(v, tokenization.intro(v))
 trace = require_trace(v, "tokenization")
 tok = v.bundle.tokenizer
 
@@ -17,25 +17,25 @@ cut_up, three_ways, merges, vocabulary = sections("tokenization")
 if cut_up.open:
     with cut_up:
         st.subheader("Your sentence as tokens")
-        chart(tk.sentence_figure(v), key="sentence")
+        chart(tokenization.sentence_figure(v), key="sentence")
         unknown = ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
                    if tok.unk_id is not None else "")
-        st.caption(f"This model uses a **{tk.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size:,} "
+        st.caption(f"This model uses a **{tokenization.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size:,} "
                    f"tokens. {unknown}Hover over a piece for details.")
         with st.container(border=True):
-            st.markdown(tk.unknown_note(v))
+            st.markdown(tokenization.unknown_note(v))
 
 if three_ways.open:
     with three_ways:
         st.subheader("Three ways to cut the same text")
-        tokenizers, source = tk.comparison_tokenizers(v.bundle)
-        cut = tk.comparison_pieces(tokenizers, v.text)
-        for column, kind in zip(st.columns(3, wrap=False), tk.KINDS):      # one row on a phone too
-            column.metric(f"{tk.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
-                          len(cut[kind]), help=f"{tk.KIND_NAMES[kind]}: {tk.KIND_ABOUT[kind]}; "
+        tokenizers, source = tokenization.comparison_tokenizers(v.bundle)
+        cut = tokenization.comparison_pieces(tokenizers, v.text)
+        for column, kind in zip(st.columns(3, wrap=False), tokenization.KINDS):      # one row on a phone too
+            column.metric(f"{tokenization.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
+                          len(cut[kind]), help=f"{tokenization.KIND_NAMES[kind]}: {tokenization.KIND_ABOUT[kind]}; "
                                              f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
-        chart(tk.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison")
-        st.caption(tk.source_note(source, tok.kind))
+        chart(tokenization.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison")
+        st.caption(tokenization.source_note(source, tok.kind))
         if v.prepared.dropped:
             st.caption("The counts are for your whole text; the model itself reads only its last "
                        f"{len(v.prepared.ids)} tokens.")
@@ -43,19 +43,19 @@ if three_ways.open:
 if merges.open:
     with merges:
         st.subheader("How BPE builds a word, merge by merge")
-        bpe = tk.comparison_tokenizers(v.bundle)[0]["bpe"]
-        words = tk.replay_words(v.text)
+        bpe = tokenization.comparison_tokenizers(v.bundle)[0]["bpe"]
+        words = tokenization.replay_words(v.text)
         if not words:
             st.info("The text has no words for BPE to merge.")
         else:
             knobs, stage = beside_the_chart(v, spec=(1, 3))
             left, right = (knobs, knobs) if v.presenter else knobs.columns([1, 2])
             if st.session_state.get("tokenization_word") not in words:
-                st.session_state["tokenization_word"] = words[tk.default_word(words)]
-            word = left.selectbox("Word", words, key="tokenization_word", format_func=tk.visible,
+                st.session_state["tokenization_word"] = words[tokenization.default_word(words)]
+            word = left.selectbox("Word", words, key="tokenization_word", format_func=tokenization.visible,
                                   help="Starts at the longest word of your sentence. ␣ is the space in front "
                                        "of the word: BPE keeps it as part of the word.")
-            steps = tk.merge_steps(bpe, word)
+            steps = tokenization.merge_steps(bpe, word)
             last = len(steps) - 1
             upto = 0
             if last:
@@ -66,16 +66,16 @@ if merges.open:
                 upto = right.slider("Merge step", 0, last, key="tokenization_step",
                                     help="0 is the word as single bytes; each step applies one learned merge. "
                                          "Slide to 0 and step forward to replay them.")
-            chart(tk.merges_figure(steps, upto, bpe.encode(word), v.presenter, v.phone), stage, key="merges")
-            (knobs if v.presenter else stage).markdown(tk.merge_caption(steps, upto))
-            st.caption(tk.merges_note(bpe, tok))
+            chart(tokenization.merges_figure(steps, upto, bpe.encode(word), v.presenter, v.phone), stage, key="merges")
+            (knobs if v.presenter else stage).markdown(tokenization.merge_caption(steps, upto))
+            st.caption(tokenization.merges_note(bpe, tok))
 
 if vocabulary.open:
     with vocabulary:
         st.subheader(f"The model's vocabulary: {tok.vocab_size:,} tokens")
         query = st.text_input("Search the vocabulary", key="tokenization_search",
                               placeholder="e.g. cat, or an id like 17")
-        table = tk.vocabulary_table(tok, tk.corpus_counts(v.bundle), query)
+        table = tokenization.vocabulary_table(tok, tokenization.corpus_counts(v.bundle), query)
         if table.empty:
             unknown = [p.text for p in tok.pieces(query) if p.unknown]
             st.info(f"No vocabulary entry contains {quote(query)}."
@@ -89,7 +89,7 @@ if vocabulary.open:
         if panel.open:
             with panel:
                 position = token_picker(v, label="Token to look up")
-                steps_text, around = tk.lookup_math(v, position)
+                steps_text, around = tokenization.lookup_math(v, position)
                 st.markdown(steps_text)
                 st.caption("The vocabulary around that id (a dictionary, sorted so each entry has one number):")
                 st.dataframe(around, hide_index=True, width="content",

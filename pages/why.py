@@ -11,8 +11,7 @@ from explorer.app.layout import (beside_the_chart, chart, explanation, head_pick
 from explorer.app.state import READ_LIMIT, apply_view, view
 from explorer.plot import labels
 from explorer.registry import BY_SLUG
-from explorer.steps import why as Y
-
+from explorer.steps import why
 TYPED = -1                                    # "another word": the option that opens a text box
 GO = "_why_go"                                # the page to open on the next run (st.switch_page not in a callback)
 
@@ -21,13 +20,13 @@ if st.session_state.get(GO):
 
 v = view()
 page_header("why", v, encoder_decoder=True)
-explanation(v, Y.EXPLANATION)
+explanation(v, why.EXPLANATION)
 trace = require_trace(v, "why")
 model, vocab = v.bundle.model, v.bundle.tokenizer.vocab
 decoder = is_encoder_decoder(v.bundle)          # then the decoder's forecasts are explained
-reading = Y.stream_tokens(v, trace)            # the tokens the logits are read after
+reading = why.stream_tokens(v, trace)            # the tokens the logits are read after
 if decoder:
-    st.info(Y.decoder_note(v, trace), icon=":material/translate:")
+    st.info(why.decoder_note(v, trace), icon=":material/translate:")
 
 
 def open_head(layer: int, head: int, position: int) -> None:
@@ -44,7 +43,7 @@ def sentence(problem: Exception) -> str:
 
 
 def word_of(i: int) -> str:
-    return "another word …" if i == TYPED else Y.visible(vocab[i])
+    return "another word …" if i == TYPED else why.visible(vocab[i])
 
 
 def chosen_token(options: list, key: str, label: str, where, fallback: int | None):
@@ -59,7 +58,7 @@ def chosen_token(options: list, key: str, label: str, where, fallback: int | Non
     if not typed.strip():
         return fallback
     try:
-        return Y.target_token(v.bundle.tokenizer, typed)
+        return why.target_token(v.bundle.tokenizer, typed)
     except ValueError as problem:
         where.warning(f"{problem} Showing {quote(vocab[fallback])} instead." if fallback is not None else str(problem),
                       icon=":material/info:")
@@ -71,10 +70,10 @@ if decoder:                                    # a position of what the decoder 
     if st.session_state.get("why_decoder_position") not in range(len(reading)):
         st.session_state["why_decoder_position"] = 0
     position = pick.selectbox("After target token", range(len(reading)), key="why_decoder_position",
-                              format_func=lambda i: f"{i}: {Y.visible(reading[i])}")
+                              format_func=lambda i: f"{i}: {why.visible(reading[i])}")
 else:
     position = token_picker(v, pick, label="After token" if v.compact else "Explain the forecast after token")
-tops = Y.favourites(trace, position)
+tops = why.favourites(trace, position)
 forecast = (v.key, v.ids, position)
 if st.session_state.get("_why_forecast") != forecast:      # another forecast: start from its favourite again
     st.session_state["_why_forecast"] = forecast
@@ -91,31 +90,31 @@ attribution_tab, routes_tab, patching_tab = sections("why")
 if attribution_tab.open:
     with attribution_tab:
         try:
-            result = Y.attribution(v, trace, position, target, other)
+            result = why.attribution(v, trace, position, target, other)
         except ValueError as problem:                      # a post-norm model: the parts do not add up
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()             # above the chart; on a small first screen under it: the chart first
-            clicked = Y.clicked_head(chart(memo.figure(Y.attribution_figure, v, position, target), key="why_attribution",
+            clicked = why.clicked_head(chart(memo.per_view(why.attribution_figure, v, position, target), key="why_attribution",
                                            clickable=not decoder))
             if clicked:                                    # a head's bar opens that head on the Attention page
                 open_head(*clicked, position)
-            (st if v.compact else story).markdown(Y.attribution_story(v, trace, result, target))
+            (st if v.compact else story).markdown(why.attribution_story(v, trace, result, target))
             if other is not None:
                 st.subheader(f"Why {quote(vocab[target])} rather than {quote(vocab[other])}?")
-                st.markdown(Y.rather_story(v, result, target, other))
-                chart(memo.figure(Y.attribution_figure, v, position, target, other), key="why_rather")
+                st.markdown(why.rather_story(v, result, target, other))
+                chart(memo.per_view(why.attribution_figure, v, position, target, other), key="why_rather")
             if not decoder:                    # the Attention page shows a decoder-only model's heads
                 st.subheader("One head")
                 left, right, _ = st.columns([1, 1, 2])
                 layer, head = layer_picker(v, left), head_picker(v, right)
-                st.markdown(Y.head_story(v, trace, result, layer, head, target))
+                st.markdown(why.head_story(v, trace, result, layer, head, target))
                 if st.button(f"Open layer {layer} head {head} on the Attention page", icon=":material/hub:",
                              key="why_open_head", help="Or click a head's bar in the chart above."):
                     open_head(layer, head, position)
             panel = st.expander("Every part as a table", icon=":material/table:", key="why_table", on_change="rerun")
             if panel.open:                             # closed, it costs the server nothing
-                table = Y.attribution_table(v, result, target, other)
+                table = why.attribution_table(v, result, target, other)
                 panel.dataframe(table, hide_index=True)
                 with panel:
                     st.download_button("Download the table (CSV)", table.to_csv(index=False), "attribution.csv",
@@ -125,7 +124,7 @@ if attribution_tab.open:
 if routes_tab.open:
     with routes_tab:
         knobs, stage = beside_the_chart(v, spec=(1, 3))
-        threshold = knobs.slider("Threshold", 0.01, 0.5, Y.ROUTE_THRESHOLD, 0.01, key="why_threshold",
+        threshold = knobs.slider("Threshold", 0.01, 0.5, why.ROUTE_THRESHOLD, 0.01, key="why_threshold",
                               help="Only contributions at least this large (as a share of the state they build) are drawn. "
                                    "llm-transparency-tool starts at 0.04; a tiny model's routes show from 0.02.")
         try:
@@ -134,19 +133,19 @@ if routes_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = stage.container()
-            click = chart(Y.routes_figure(v, edges, position, threshold, v.presenter), stage, key="why_routes",
+            click = chart(why.routes_figure(v, edges, position, threshold, v.presenter), stage, key="why_routes",
                           clickable=True)
-            (knobs if v.compact else story).markdown(Y.routes_story(v, edges, position))
-            nodes = Y.route_nodes(edges)
-            if (chosen := Y.clicked_node(click, nodes)) is not None:
+            (knobs if v.compact else story).markdown(why.routes_story(v, edges, position))
+            nodes = why.route_nodes(edges)
+            if (chosen := why.clicked_node(click, nodes)) is not None:
                 st.session_state["why_node"] = chosen      # a click on a node opens what its update wrote
             if nodes:
                 index = st.selectbox("What did this update write?", range(len(nodes)), key="why_node",
-                                     format_func=lambda i: Y.node_label(v, nodes[i]),
+                                     format_func=lambda i: why.node_label(v, nodes[i]),
                                      help="The update a head or MLP added to the stream at one node of the routes.")
                 node = nodes[min(index, len(nodes) - 1)]
-                table = Y.node_table(v, trace, node, position)
-                st.markdown(Y.node_story(v, node, table))
+                table = why.node_table(v, trace, node, position)
+                st.markdown(why.node_story(v, node, table))
                 st.dataframe(table, hide_index=True, column_config={
                     "up by": st.column_config.NumberColumn(format="%+.3f"),
                     "down by": st.column_config.NumberColumn(format="%+.3f")})
@@ -157,7 +156,7 @@ if patching_tab.open and decoder:
 elif patching_tab.open:
     with patching_tab:
         knobs, stage = beside_the_chart(v)
-        suggestion = Y.suggested_corruption(v)
+        suggestion = why.suggested_corruption(v)
         text = knobs.text_input("A second sentence, with the same number of tokens", key="why_corrupted",
                              max_chars=400, placeholder=suggestion or "the sentence with one word changed",
                              help="Change one word. The page puts pieces of your sentence's run into the run of "
@@ -178,7 +177,7 @@ elif patching_tab.open:
             try:
                 # the estimate first (one forward and one backward pass): on GPT-2 it is drawn while the exact
                 # grid is still being computed
-                guess = memo.per_input(Y.estimate, v, *args) if compare else None
+                guess = memo.per_input(why.estimate, v, *args) if compare else None
             except ValueError as problem:                  # the same pair problems the exact grid would meet
                 guess, refusal = None, problem
             else:
@@ -189,32 +188,32 @@ elif patching_tab.open:
                 rows.append(stage.columns(2) if compare and not v.presenter else (stage.container(), stage.container()))
                 words.append(stage.container())
             if guess is not None:
-                chart(Y.estimate_figure(v, guess, "resid", v.presenter), rows[0][1], key="why_resid_estimate")
-                chart(Y.estimate_figure(v, guess, "heads", v.presenter), rows[1][1], key="why_heads_estimate")
+                chart(why.estimate_figure(v, guess, "resid", v.presenter), rows[0][1], key="why_resid_estimate")
+                chart(why.estimate_figure(v, guess, "heads", v.presenter), rows[1][1], key="why_heads_estimate")
             progress = stage.progress(0.0, text="Patching ...")
             try:
                 if refusal is not None:
                     raise refusal
-                result = memo.per_input(Y.patching, v, *args, progress=lambda done, total: progress.progress(
+                result = memo.per_input(why.patching, v, *args, progress=lambda done, total: progress.progress(
                     done / total, text=f"Patched run {done:,} of {total:,}"))
             except ValueError as problem:
                 progress.empty()
                 stage.info(sentence(problem), icon=":material/info:")
             else:
                 progress.empty()
-                story.markdown(Y.pair_story(v, result, [vocab[i] for i in corrupted.ids]))
-                chart(Y.resid_figure(v, result, v.presenter), rows[0][0], key="why_resid")
-                words[0].markdown(Y.resid_story(v, result))
-                chart(Y.heads_figure(result, v.presenter), rows[1][0], key="why_heads")
-                words[1].markdown(Y.heads_story(result))
+                story.markdown(why.pair_story(v, result, [vocab[i] for i in corrupted.ids]))
+                chart(why.resid_figure(v, result, v.presenter), rows[0][0], key="why_resid")
+                words[0].markdown(why.resid_story(v, result))
+                chart(why.heads_figure(result, v.presenter), rows[1][0], key="why_heads")
+                words[1].markdown(why.heads_story(result))
                 if guess is not None:
-                    stage.markdown(Y.agreement_story(v, result, guess))
+                    stage.markdown(why.agreement_story(v, result, guess))
                 csv = stage.columns(2)
-                csv[0].download_button("Download the stream grid (CSV)", Y.grid_csv(result.resid, labels(v.tokens)),
+                csv[0].download_button("Download the stream grid (CSV)", why.grid_csv(result.resid, labels(v.tokens)),
                                        "patching_stream.csv", "text/csv", key="why_resid_csv",
                                        icon=":material/download:", on_click="ignore")
                 csv[1].download_button("Download the head grid (CSV)",
-                                       Y.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
+                                       why.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
                                        "patching_heads.csv", "text/csv", key="why_heads_csv",
                                        icon=":material/download:", on_click="ignore")
 

@@ -13,8 +13,7 @@ for py in "$@"; do
   if PIP_RETRIES=1 "$dir/bin/pip" install -q -r requirements-dev.txt >"$dir/log" 2>&1; then
     what="all of requirements-dev.txt"
   else
-    grep -v '^torch' requirements.txt | grep -v '^--find-links' > "$dir/req.txt"
-    grep -v '^-r ' requirements-dev.txt >> "$dir/req.txt"
+    grep -v -e '^torch' -e '^--find-links' requirements-dev.txt > "$dir/req.txt"     # the lock but its torch
     PIP_RETRIES=1 "$dir/bin/pip" install -q torch==2.13.0 -r "$dir/req.txt" >>"$dir/log" 2>&1 \
       || { echo "$py: install FAILED"; tail -3 "$dir/log"; rm -rf "$dir"; continue; }
     what="requirements-dev.txt with PyPI's torch==2.13.0 (its CPU wheel for this Python is not reachable here)"

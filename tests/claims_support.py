@@ -18,7 +18,7 @@ from model.transformer import TransformerLM
 SENTENCES = {"tinytales": DEFAULT_SENTENCE, "roses": "roses are red violets are blue sugar is sweet"}
 LAB_TEXT = "roses are red violets are blue"
 
-# Lab settings a student can pick (explorer/training.py BOUNDS), covering every switch at least once.
+# Lab settings a student can pick (BOUNDS in explorer/lab/training.py), covering every switch at least once.
 LAB = {
     "char, rms, post-norm, relu, learned": dict(tokenizer="char", norm="rms", norm_position="post",
                                                 activation="relu", pos="learned"),
@@ -62,8 +62,3 @@ def bundled_view(name: str) -> View:
 
 def lab_view(label: str, text: str = LAB_TEXT) -> View:
     return view_of(lab_bundle(**LAB[label]), text)
-
-
-def every_view() -> dict[str, View]:
-    """The bundled models on their sentences and every lab setting on the probe sentence."""
-    return {**{name: bundled_view(name) for name in SENTENCES}, **{label: lab_view(label) for label in LAB}}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gpt2_support import reference_gpt2
-from model import attribution as A
+from model import attribution as model_attribution
 from model.checkpoint import load_bundled
 from model.config import ModelConfig
 from model.pretrained import convert_gpt2, gpt2_config
@@ -67,7 +67,7 @@ def numpy_attribution(model: TransformerLM, tokens: list[int], position: int, ta
 def check_sum_rule(model, trace, positions, k=3):
     for position in positions:
         top = trace["logits"][0, position].topk(k).indices.tolist()
-        attribution = A.attribute(model, trace, position, top)
+        attribution = model_attribution.attribute(model, trace, position, top)
         assert attribution.values.shape == (len(attribution.parts), k)
         np.testing.assert_allclose(attribution.values.sum(0).numpy(), attribution.logits.numpy(), rtol=0, atol=1e-4)
         np.testing.assert_allclose(attribution.logits.numpy(), trace["logits"][0, position, top].double().numpy())
@@ -97,7 +97,7 @@ def test_every_part_equals_a_float64_numpy_computation(switches):
     trace = model.run(tokens)
     for position in (0, 3, 6):
         for target in (0, 11, 22):
-            ours = A.attribute(model, trace, position, [target])
+            ours = model_attribution.attribute(model, trace, position, [target])
             reference = numpy_attribution(model, tokens, position, target)
             assert [p.label for p in ours.parts] == list(reference)
             np.testing.assert_allclose(ours.values[:, 0].numpy(), list(reference.values()), rtol=0, atol=1e-5)
@@ -108,7 +108,7 @@ def test_the_numpy_reference_would_catch_a_missing_final_norm_scale():
     model = make_model(seed=3)
     tokens = [1, 5, 7, 2]
     trace = model.run(tokens)
-    ours = A.attribute(model, trace, 3, [4])
+    ours = model_attribution.attribute(model, trace, 3, [4])
     reference = numpy_attribution(model, tokens, 3, 4)
     unscaled = ours.values[:, 0] * ours.scale          # what forgetting to divide by the scale would give
     assert ours.scale != pytest.approx(1.0, abs=0.05)
@@ -120,7 +120,7 @@ def test_why_x_rather_than_y_is_the_difference_of_the_two_columns():
     ids = bundle.tokenizer.encode("the cat sat on the mat because it was tired")
     trace = bundle.model.run(ids)
     top = trace["logits"][0, -1].topk(2).indices.tolist()
-    attribution = A.attribute(bundle.model, trace, -1, top)
+    attribution = model_attribution.attribute(bundle.model, trace, -1, top)
     difference = attribution.difference(top[0], top[1])
     logits = trace["logits"][0, -1]
     assert difference.sum().item() == pytest.approx(float(logits[top[0]] - logits[top[1]]), abs=1e-4)
@@ -134,7 +134,7 @@ def test_the_encoder_decoders_decoder_splits_into_self_and_cross_attention_heads
     target = [model.bos_id, *greedy(model, source)]
     trace = model.run(source, target)
     check_sum_rule(model, trace, range(len(target)))
-    parts = A.attribute(model, trace, 0, [4]).parts
+    parts = model_attribution.attribute(model, trace, 0, [4]).parts
     cfg = model.cfg
     assert sum(p.attention == "attn" for p in parts) == cfg.n_layers * cfg.n_heads
     assert sum(p.attention == "cross_attn" for p in parts) == cfg.n_layers * cfg.n_heads
@@ -146,10 +146,10 @@ def test_a_heads_contribution_split_by_source_adds_up_to_its_bar():
     ids = bundle.tokenizer.encode("the cat sat on the mat because it was tired")
     trace = bundle.model.run(ids)
     target = int(trace["logits"][0, -1].argmax())
-    attribution = A.attribute(bundle.model, trace, -1, [target])
+    attribution = model_attribution.attribute(bundle.model, trace, -1, [target])
     for i, part in enumerate(attribution.parts):
         if part.kind == "head":
-            sources = A.head_sources(bundle.model, trace, len(ids) - 1, part.layer, part.head, target)
+            sources = model_attribution.head_sources(bundle.model, trace, len(ids) - 1, part.layer, part.head, target)
             assert sources.shape == (len(ids),)
             assert sources.sum().item() == pytest.approx(attribution.values[i, 0].item(), abs=1e-5)
 
@@ -159,26 +159,26 @@ def test_a_nodes_update_read_by_the_unembedding_is_the_attribution_of_that_subla
     model = bundle.model
     ids = bundle.tokenizer.encode("the dog ran to the park")
     trace = model.run(ids)
-    attribution = A.attribute(model, trace, 2, range(model.cfg.vocab_size))
+    attribution = model_attribution.attribute(model, trace, 2, range(model.cfg.vocab_size))
     labels = [p.label for p in attribution.parts]
-    mlp = A.node_update_logits(model, trace, 2, 1, "mlp")
+    mlp = model_attribution.node_update_logits(model, trace, 2, 1, "mlp")
     assert mlp.shape == (model.cfg.vocab_size,)
     np.testing.assert_allclose(mlp.numpy(), attribution.values[labels.index("MLP 1")].numpy(), atol=1e-6)
     heads = [i for i, p in enumerate(attribution.parts) if p.kind == "head" and p.layer == 0]
     bias = model.blocks[0].attn.W_o.bias.detach().double()
-    norm = A.final_norm_at(model, trace, 2)
+    norm = model_attribution.final_norm_at(model, trace, 2)
     bias_logits = norm.apply(bias[None])[0] @ model.unembed.weight.detach().double().T
-    np.testing.assert_allclose(A.node_update_logits(model, trace, 2, 0, "attn").numpy(),
+    np.testing.assert_allclose(model_attribution.node_update_logits(model, trace, 2, 0, "attn").numpy(),
                                (attribution.values[heads].sum(0) + bias_logits).numpy(), atol=1e-6)
 
 
 def test_proximity_weights_follow_ferrando_and_voita():
     total = torch.tensor([1.0, 0.0])
     parts = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-0.5, 0.0]])   # the whole sum; orthogonal; opposed
-    weights = A.proximity(total, parts)
+    weights = model_attribution.proximity(total, parts)
     # |total| - |total - part|: 1 - 0 = 1; 1 - sqrt(2) < 0 -> 0; 1 - 1.5 < 0 -> 0
     assert weights.tolist() == [1.0, 0.0, 0.0]
-    weights = A.proximity(torch.tensor([2.0, 0.0]), torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
+    weights = model_attribution.proximity(torch.tensor([2.0, 0.0]), torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
     assert weights.tolist() == [0.5, 0.5]
 
 
@@ -187,7 +187,7 @@ def test_the_edges_into_each_state_are_weights_that_sum_to_one():
     ids = bundle.tokenizer.encode("the cat sat on the mat because it was tired")
     trace = bundle.model.run(ids)
     for layer in range(bundle.model.cfg.n_layers):
-        edges = A.layer_edges(bundle.model, trace, layer, 6)
+        edges = model_attribution.layer_edges(bundle.model, trace, layer, 6)
         mid = [e.weight for e in edges if e.into == "mid"]
         post = [e.weight for e in edges if e.into == "post"]
         assert len(post) == 2 and sum(post) == pytest.approx(1.0)
@@ -201,36 +201,36 @@ def test_routes_reach_back_from_the_chosen_position_and_a_higher_threshold_keeps
     ids = bundle.tokenizer.encode("the cat sat on the mat because it was tired")
     trace = bundle.model.run(ids)
     last = len(ids) - 1
-    loose, strict = A.routes(bundle.model, trace, last, 0.01), A.routes(bundle.model, trace, last, 0.2)
+    loose, strict = model_attribution.routes(bundle.model, trace, last, 0.01), model_attribution.routes(bundle.model, trace, last, 0.2)
     assert set(strict) <= set(loose) and len(strict) < len(loose)
     assert all(e.weight >= 0.01 for e in loose)
     top = [e for e in loose if e.layer == bundle.model.cfg.n_layers - 1]
     assert top and all(e.target == last for e in top)                     # the last layer only builds `last`
     assert any(e.source != last for e in loose)                           # other tokens feed in through heads
     with pytest.raises(ValueError, match="outside the sentence"):
-        A.routes(bundle.model, trace, len(ids))
+        model_attribution.routes(bundle.model, trace, len(ids))
 
 
 def test_bad_input_is_refused_with_a_clear_message():
     bundle = load_bundled("roses")
     trace = bundle.model.run(bundle.tokenizer.encode("roses are red"))
     with pytest.raises(ValueError, match="outside the sentence"):
-        A.attribute(bundle.model, trace, 3, [1])
+        model_attribution.attribute(bundle.model, trace, 3, [1])
     with pytest.raises(ValueError, match="between 0 and 11"):
-        A.attribute(bundle.model, trace, 0, [12])
+        model_attribution.attribute(bundle.model, trace, 0, [12])
     post = TransformerLM(ModelConfig(norm_position="post")).eval()
     with pytest.raises(ValueError, match="post-norm"):
-        A.attribute(post, post.run([1, 2, 3]), 0, [1])
+        model_attribution.attribute(post, post.run([1, 2, 3]), 0, [1])
     seq2seq = load_bundled("sort").model
     assert isinstance(seq2seq, EncoderDecoder)
     with pytest.raises(ValueError, match="encoder-decoder"):
-        A.routes(seq2seq, seq2seq.run([4, 5], [2, 4]), 0)
+        model_attribution.routes(seq2seq, seq2seq.run([4, 5], [2, 4]), 0)
 
 
 def test_attribution_never_changes_the_shared_model():
     bundle = load_bundled("tinytales")
     before = {k: v.clone() for k, v in bundle.model.state_dict().items()}
     trace = bundle.model.run(bundle.tokenizer.encode("the cat sat"))
-    A.attribute(bundle.model, trace, 2, [1, 2])
-    A.routes(bundle.model, trace, 2)
+    model_attribution.attribute(bundle.model, trace, 2, [1, 2])
+    model_attribution.routes(bundle.model, trace, 2)
     assert all(torch.equal(before[k], v) for k, v in bundle.model.state_dict().items())

@@ -160,9 +160,8 @@ def test_a_live_class_has_no_wcag_violation_for_the_teacher_or_a_student(chromiu
     with a question, answered and revealed; light and dark."""
     import re
 
-    from explorer import lessons as L
-
-    lesson = L.ready_lessons()["attention-in-ten-minutes"]
+    from explorer import lessons
+    lesson = lessons.ready_lessons()["attention-in-ten-minutes"]
     question = next(n for n, s in enumerate(lesson.steps) if s.question)
     teacher_context = chromium.new_context(viewport={"width": 1366, "height": 768})
     student_context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)

@@ -7,14 +7,14 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import open_view, wait_until_run
-from explorer.steps import attention as A
-from explorer import discoveries as D
+from explorer.steps import attention
+from explorer import discoveries
 from model.checkpoint import load_bundled
 
 
 @pytest.fixture(scope="module")
 def cards():
-    return {card.key: card for card in D.discoveries(load_bundled("tinytales"), "tinytales")}
+    return {card.key: card for card in discoveries.discoveries(load_bundled("tinytales"), "tinytales")}
 
 
 def selectbox_value(page, label: str) -> str:
@@ -48,8 +48,8 @@ def test_guess_reveal_and_show_me_open_the_named_head_and_token(tab, app_url, ca
     layer, head, query = card.facts["layer"], card.facts["head"], card.facts["query"]
     sidebar = tab.locator("[data-testid='stSidebar']")
     expect(sidebar.locator("input[aria-label='Model']")).to_have_value("tinytales")
-    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(D.PRONOUN_SENTENCE)
-    expect(tab.get_by_role("tab", name=A.SECTIONS[2])).to_have_attribute("aria-selected", "true")
+    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(discoveries.PRONOUN_SENTENCE)
+    expect(tab.get_by_role("tab", name=attention.SECTIONS[2])).to_have_attribute("aria-selected", "true")
     assert selectbox_value(tab, "Layer") == str(layer)
     assert selectbox_value(tab, "Head") == str(head)
     assert selectbox_value(tab, "Query token") == f"{query}: it"
@@ -71,7 +71,7 @@ def test_the_knockout_card_opens_the_what_if_with_that_head_knocked_out(tab, app
     tab.wait_for_url(lambda url: "/attention" in url)
     wait_until_run(tab)
     layer, head = card.facts["layer"], card.facts["head"]
-    expect(tab.get_by_role("tab", name=A.SECTIONS[4])).to_have_attribute("aria-selected", "true")
+    expect(tab.get_by_role("tab", name=attention.SECTIONS[4])).to_have_attribute("aria-selected", "true")
     expect(tab.get_by_role("radio", name=f"Knock out head {head} of layer {layer}")).to_be_checked()
     expect(tab.get_by_text(f"it becomes “{card.facts['after']}” at {card.facts['p_after']:.2f}")).to_be_visible()
     assert tab.locator("[data-testid='stException']").count() == 0
@@ -88,7 +88,7 @@ def test_back_to_your_sentence_restores_the_model_sentence_and_page_after_show_m
     tab.wait_for_url(lambda url: "/attention" in url)
     wait_until_run(tab)
     sidebar = tab.locator("[data-testid='stSidebar']")
-    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(D.PRONOUN_SENTENCE)
+    expect(sidebar.get_by_role("textbox", name="Sentence")).to_have_value(discoveries.PRONOUN_SENTENCE)
     back = tab.get_by_role("button", name="Back to your sentence: “roses are red”")
     expect(back).to_be_visible()
     back.click()

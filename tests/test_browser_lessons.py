@@ -18,10 +18,11 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import PHONE, PROJECTOR, first_screen, main_element, on_screen, open_view, wait_until_run
-from explorer import lessons as L
+from explorer import lessons
 from explorer.registry import BY_SLUG
-
-LESSONS = L.ready_lessons()
+# The lecture (every kind of question, 27 steps) is led in AppTest (tests/test_class_lecture.py); a question of
+# every kind is answered on a phone in tests/test_browser_questions.py.
+LESSONS = {key: lesson for key, lesson in lessons.ready_lessons().items() if key != "transformers-in-one-lecture"}
 STUDENTS = ("Ada", "<b>Bob</b>")          # a name is plain text on the teacher's screen, never markup
 # Streamlit's frontend asks `<page>/_stcore/health` and `host-config` before it finds the server's root: a 404 each,
 # logged by the browser, whatever the app does.
@@ -56,7 +57,7 @@ class Watched:
         assert shown.count() == 0, f"{self.who} at {where}: an exception on the page: {shown.first.inner_text()[:300]}"
 
 
-def start_class(teacher: Watched, app_url: str, lesson: L.Lesson) -> str:
+def start_class(teacher: Watched, app_url: str, lesson: lessons.Lesson) -> str:
     """The teacher picks the lesson on the class page and starts a class; returns the join code."""
     page = teacher.page
     open_view(page, app_url, "class", presenter=1)
@@ -64,12 +65,26 @@ def start_class(teacher: Watched, app_url: str, lesson: L.Lesson) -> str:
     page.get_by_role("option", name=lesson.title, exact=True).click()
     wait_until_run(page)
     page.get_by_role("button", name="Start a class").click()
-    code_text = teacher.box().get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
-    expect(code_text).to_be_visible()
-    code = re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
+    code = class_code(teacher)
     qr = page.get_by_role("img", name=re.compile(rf"^QR code of the link to class {code}: http"))
     expect(qr).to_be_visible()                       # the code's QR code stays up while the room joins
     return code
+
+
+def class_code(teacher: Watched) -> str:
+    """The join code in the teacher's class box, once the class has started."""
+    code_text = teacher.box().get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first
+    expect(code_text).to_be_visible()
+    return re.search(r"Class ([A-Z0-9]{6})", code_text.inner_text())[1]
+
+
+def show_step(teacher: Watched, index: int, count: int) -> None:
+    """The teacher opens step `index` (the first from the class page, each next with Next) and sees it."""
+    if index == 0:
+        teacher.page.get_by_role("button", name="Show the class's step").click()
+    else:
+        teacher.box().get_by_role("button", name="Next").click()
+    expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
 
 
 def join(student: Watched, app_url: str, code: str, name: str) -> None:
@@ -182,11 +197,7 @@ def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_
         for index, step in enumerate(lesson.steps):
             label = BY_SLUG[step.page].tab(step.tab) if step.tab else None
             where = f"step {index + 1} of {count} ({step.page}{' / ' + label if label else ''})"
-            if index == 0:
-                teacher.page.get_by_role("button", name="Show the class's step").click()
-            else:
-                teacher.box().get_by_role("button", name="Next").click()
-            expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
+            show_step(teacher, index, count)
             expect(teacher.page).to_have_url(re.compile(rf"/{step.page if step.page != 'home' else ''}(\?|$)"))
             wait_until_run(teacher.page)
             for student in students:                    # each follows within a few polls

@@ -9,7 +9,7 @@ from browser_support import open_view, wait_until_run
 from test_browser import rendered_plots
 from test_browser_presenter import labels_clipped
 from claims_support import view_of
-from explorer.steps import why as Y
+from explorer.steps import why
 from explorer.view import DEFAULT_SENTENCE
 from model.checkpoint import load_bundled
 
@@ -41,7 +41,7 @@ def test_on_a_phone_a_second_sentence_draws_both_patching_grids(tab, app_url):
 def test_a_click_on_a_heads_bar_opens_that_head_on_the_attention_page(tab, app_url):
     view = view_of(load_bundled("tinytales"), DEFAULT_SENTENCE, "tinytales")
     last = len(view.tokens) - 1
-    figure = Y.attribution_figure(view, view.trace, last, Y.favourites(view.trace, last, 1)[0])
+    figure = why.attribution_figure(view, view.trace, last, why.favourites(view.trace, last, 1)[0])
     bar, (layer, head) = next((n, tuple(d)) for n, d in enumerate(figure.data[0].customdata) if d[0] >= 0)
     open_view(tab, app_url, "why")
     assert rendered_plots(tab) == 1

@@ -1,4 +1,5 @@
-"""The one cache (explorer/cache.py): a key per model object, traces within a memory budget, per-model results."""
+"""The one cache layer (explorer/app/cache.py): one kind of store (a budget, computations in flight shared, a
+background start), a key per model object, traces within a memory budget, per-view, per-model and per-input results."""
 import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -8,7 +9,7 @@ import torch
 
 from conftest import open_page, plotly_figures
 from explorer.app import cache
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from explorer.view import View, model_key
 from model.checkpoint import load_bundled
 from model.inputs import prepare_text
@@ -42,20 +43,20 @@ def test_a_changed_copy_under_the_same_name_gets_its_own_trace():
 
 def test_an_experiment_has_its_own_trace_and_equal_experiments_share_it():
     v = view_of(TINY)
-    knocked = cache.trace(v, W.knock_out_head(0, 1))
-    assert cache.trace(v, W.knock_out_head(0, 1)) is knocked                         # equal experiment, same key
-    expected = TINY.model.run(v.prepared.ids, edits=W.knock_out_head(0, 1).edits(TINY.model.cfg))
+    knocked = cache.trace(v, whatif.knock_out_head(0, 1))
+    assert cache.trace(v, whatif.knock_out_head(0, 1)) is knocked                         # equal experiment, same key
+    expected = TINY.model.run(v.prepared.ids, edits=whatif.knock_out_head(0, 1).edits(TINY.model.cfg))
     torch.testing.assert_close(knocked["logits"], expected["logits"])
     assert not torch.equal(knocked["logits"], v.trace["logits"])
-    assert cache.trace(v, W.knock_out_head(0, 0)) is not knocked
-    lifted = cache.trace(v, W.LIFT_MASK)
+    assert cache.trace(v, whatif.knock_out_head(0, 0)) is not knocked
+    lifted = cache.trace(v, whatif.LIFT_MASK)
     assert lifted["blocks.0.attn.pattern"][0].triu(1).sum() > 0                     # the mask really lifted
 
 
-def test_the_store_drops_the_least_recently_used_traces_past_its_budget():
+def test_the_trace_store_drops_the_least_recently_used_traces_past_its_byte_budget():
     one = TINY.model.run([1, 2, 3])
     size = cache.trace_bytes(one)
-    store = cache.TraceStore(budget=int(2.5 * size))
+    store = cache.Store(budget=int(2.5 * size), size=cache.trace_bytes)
     runs = []
 
     def run(ids):
@@ -67,19 +68,23 @@ def test_the_store_drops_the_least_recently_used_traces_past_its_budget():
     store.get((1, 2, 3), run((1, 2, 3)))
     store.get((4, 5, 6), run((4, 5, 6)))
     assert runs == [(1, 2, 3), (4, 5, 6), (7, 8, 9), (4, 5, 6)]                  # only the dropped one ran again
+    assert cache.Stores().traces.budget == cache.TRACE_BUDGET_BYTES
 
 
-def test_the_store_reports_a_trace_that_overflows():
-    store = cache.TraceStore(budget=2**30)
+def test_a_trace_that_overflows_is_reported_as_not_finite():
     broken = copy.deepcopy(TINY)
     with torch.no_grad():
         broken.model.embed.tok.weight.fill_(float("inf"))
-    trace, finite = store.get("broken", lambda: broken.model.run([1, 2]))
+    trace, finite = cache.trace_and_finite(_view(broken))
     assert not finite and not torch.isfinite(trace["logits"]).all()
-    assert store.get("fine", lambda: TINY.model.run([1, 2]))[1]
+    assert cache.trace_and_finite(_view(TINY))[1]
 
 
-def test_a_figure_is_built_once_per_sentence_and_again_for_another():
+def _view(bundle, text="the cat sat") -> View:
+    return View("tinytales", bundle, text, False, prepare_text(bundle.tokenizer, text, bundle.model.cfg.max_len))
+
+
+def test_what_a_builder_makes_of_a_view_is_built_once_per_sentence_and_again_for_another():
     built = []
 
     def builder(v, trace, layer):
@@ -87,10 +92,10 @@ def test_a_figure_is_built_once_per_sentence_and_again_for_another():
         return float(trace[f"blocks.{layer}.resid_post"].sum())
 
     a, b = view_of(TINY, "the cat sat"), view_of(TINY, "the dog ran")
-    first = cache.figure(builder, a, 1)
-    assert cache.figure(builder, a, 1) == first and built == [("the cat sat", 1)]
-    cache.figure(builder, b, 1)
-    cache.figure(builder, a, 0)
+    first = cache.per_view(builder, a, 1)
+    assert cache.per_view(builder, a, 1) == first and built == [("the cat sat", 1)]
+    cache.per_view(builder, b, 1)
+    cache.per_view(builder, a, 0)
     assert built == [("the cat sat", 1), ("the dog ran", 1), ("the cat sat", 0)]
     assert first == float(a.trace["blocks.1.resid_post"].sum())
 
@@ -137,7 +142,7 @@ def test_per_input_results_are_computed_once_per_model_and_input_and_report_prog
     assert cache.per_input(compute, view, 1, 2, progress=lambda d, t: seen.append(d)) == (True, 3)
     assert cache.per_input(compute, view, 2, 2, progress=lambda d, t: seen.append(d)) == (True, 4)
     assert calls == [(1, 2), (2, 2)] and seen == [1, 1]
-    store = cache.ResultStore(2)
+    store = cache.Store(2)                                     # a budget of two values
     for key in "abc":
         store.get(key, lambda key=key: key.upper())
     assert store.get("a", lambda: "again") == "again"          # the least recently used went first
@@ -146,7 +151,7 @@ def test_per_input_results_are_computed_once_per_model_and_input_and_report_prog
 
 def test_many_visitors_asking_for_one_trace_at_once_compute_it_once():
     """A class following its teacher onto one sentence: one trace, every student gets the same one."""
-    store = cache.TraceStore(budget=2**30)
+    store = cache.Store(budget=2**30, size=cache.trace_bytes)
     runs, started, release = [], threading.Event(), threading.Event()
 
     def run():
@@ -160,7 +165,7 @@ def test_many_visitors_asking_for_one_trace_at_once_compute_it_once():
         started.wait(10)
         others = [pool.submit(store.get, "same", run) for _ in range(7)]
         release.set()
-        traces = [first.result()[0], *(f.result()[0] for f in others)]
+        traces = [first.result(), *(f.result() for f in others)]
     assert runs == [1] and all(t is traces[0] for t in traces) and len(store) == 1
 
     def broken():
@@ -168,7 +173,33 @@ def test_many_visitors_asking_for_one_trace_at_once_compute_it_once():
 
     with pytest.raises(RuntimeError):
         store.get("broken", broken)
-    assert store.get("broken", lambda: TINY.model.run([1]))[1]          # a failure is not kept; nobody waits on it
+    assert "logits" in store.get("broken", lambda: TINY.model.run([1]))  # a failure is not kept; nobody waits on it
+
+
+def test_a_background_computation_runs_once_and_a_reader_waits_for_it():
+    """A discovery card starts a short training run as it is shown; the reveal reads it, waiting if need be."""
+    store = cache.Store(8)
+    runs, release = [], threading.Event()
+
+    def slow():
+        runs.append(1)
+        release.wait(10)
+        return "trained"
+
+    store.start("run", slow)
+    store.start("run", slow)                           # under way: not started again
+    with ThreadPoolExecutor(2) as pool:
+        reader = pool.submit(store.get, "run", lambda: pytest.fail("a reader computed it again"))
+        release.set()
+        assert reader.result(timeout=10) == "trained"
+    store.start("run", slow)                           # kept: not started again
+    assert runs == [1] and "run" in store
+
+    def broken():
+        raise RuntimeError("no")
+
+    store.start("broken", broken)
+    assert store.get("broken", lambda: "again") == "again"     # a failed background run is computed by its reader
 
 
 def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time():
@@ -180,11 +211,10 @@ def test_a_shared_figure_is_drawn_once_per_theme_and_any_other_figure_every_time
 
     from explorer.app import layout
     from explorer.chart_text import describe
-    from explorer.steps import attention as A
-
+    from explorer.steps import attention
     v = view_of(TINY, "the cat sat on the mat because")
-    shared = A.head_figure(v, 1, 2, "pattern")
-    assert shared is A.head_figure(v, 1, 2, "pattern") and shared._drawn == {}  # from the figure cache
+    shared = attention.head_figure(v, 1, 2, "pattern")
+    assert shared is attention.head_figure(v, 1, 2, "pattern") and shared._drawn == {}  # from the per-view store
     made = []
 
     def json_in(fig, theme):

@@ -16,17 +16,15 @@ from model.inputs import prepare_text
 from explorer.chart_text import describe, number, plain, tables
 from explorer.plot import heatmap, labels, visible
 from explorer.registry import BY_SLUG
-from explorer.steps import attention as A
-from explorer.steps import residual as R
-
-
+from explorer.steps import attention
+from explorer.steps import residual
 @pytest.mark.parametrize("name", ["tinytales", "roses"])
 def test_an_attention_pattern_says_who_the_last_tokens_attend_to_most(name):
     v = bundled_view(name)
     cfg = v.bundle.model.cfg
     for layer in range(cfg.n_layers):
         for head in range(cfg.n_heads):
-            fig = A.pattern_figure(v, v.trace, layer, head)
+            fig = attention.pattern_figure(v, v.trace, layer, head)
             sentence = describe(fig)
             pattern = v.trace["pattern", layer][0, head].double().numpy()              # (T, T)
             rows = labels(v.tokens)
@@ -40,7 +38,7 @@ def test_an_attention_pattern_says_who_the_last_tokens_attend_to_most(name):
 @pytest.mark.parametrize("name", ["tinytales", "roses"])
 def test_the_pattern_table_has_every_weight_and_leaves_masked_cells_empty(name):
     v = bundled_view(name)
-    fig = A.pattern_figure(v, v.trace, 0, 0)
+    fig = attention.pattern_figure(v, v.trace, 0, 0)
     [table] = tables(fig)
     pattern = v.trace["pattern", 0][0, 0].double().numpy()
     T = len(v.tokens)
@@ -54,7 +52,7 @@ def test_the_pattern_table_has_every_weight_and_leaves_masked_cells_empty(name):
 
 def test_every_head_small_multiples_name_each_panel():
     v = bundled_view("tinytales")
-    fig = A.all_heads_figure(v, v.trace, 0, 0)
+    fig = attention.all_heads_figure(v, v.trace, 0, 0)
     cfg = v.bundle.model.cfg
     found = tables(fig)
     assert [t.title for t in found] == [f"layer {l} head {h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
@@ -78,7 +76,7 @@ def test_a_heatmap_of_signed_values_says_its_largest_and_smallest_cell():
 @pytest.mark.parametrize("name", ["tinytales", "roses"])
 def test_bars_name_their_largest_values(name):
     v = bundled_view(name)
-    fig = R.contributions_figure(v, 0)
+    fig = residual.contributions_figure(v, 0)
     sentence = describe(fig)
     found = tables(fig)
     assert len(found) == 1                                  # four bar traces over the same tokens: one table
@@ -111,7 +109,7 @@ def test_a_page_can_lead_with_its_own_sentence_and_labels_stay_text():
 
 def test_figure_json_with_packed_arrays_reads_the_same_as_the_figure():
     v = bundled_view("tinytales")
-    fig = A.pattern_figure(v, v.trace, 0, 1)
+    fig = attention.pattern_figure(v, v.trace, 0, 1)
     from_json = pio.from_json(fig.to_json(), skip_invalid=True)
     packed = json.loads(fig.to_json())["data"][0]["z"]
     assert isinstance(packed, dict) and "bdata" in packed                  # Plotly 7 packs arrays in JSON

@@ -27,18 +27,18 @@ import torch.nn as nn
 
 from claims_support import LAB, LAB_TEXT, SENTENCES, bundled, bundled_view, lab_bundle, lab_view, view_of
 from conftest import open_page, page_text, show_section
-from explorer.steps import attention as A
-from explorer.steps import embedding as em
-from explorer.steps import feedforward as ff
-from explorer.steps import home as H
-from explorer.steps import positions as P
-from explorer.steps import residual as R
-from explorer.steps import tokenization as tk
+from explorer.steps import attention
+from explorer.steps import embedding
+from explorer.steps import feedforward
+from explorer.steps import home
+from explorer.steps import positions
+from explorer.steps import residual
+from explorer.steps import tokenization
 from explorer.app.layout import quote
 from explorer.steps.prediction import EXPLANATION, kept_summary, mass_kept, ranking, Settings
 from explorer.app.state import DEFAULT_SENTENCE
 from explorer.lab.training import PRESETS, WALKTHROUGH, LabSetup, texts_for
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from model import edits, presets
 from model.config import ModelConfig
 from model.generate import next_token_probs
@@ -59,7 +59,7 @@ def numbers(text: str) -> list[float]:
     return [float(n.replace(",", "")) for n in re.findall(r"-?\d[\d,]*\.?\d*", text)]
 
 
-# --- 4. attention (explorer/attention.py, pages/attention.py) ------------------------------------
+# --- 4. attention (explorer/steps/attention.py, pages/attention.py) ------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -69,8 +69,8 @@ def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
     cfg, trace = v.bundle.model.cfg, v.trace
     K = trace["blocks.0.attn.q"].shape[-1]                              # (B, H, T, K)
     assert K * cfg.n_heads == cfg.d_model
-    assert f"its own {K} numbers of each" in A.QKV_TEXT.format(K=cfg.d_head)
-    caption = A.STEP_CAPTIONS[1].format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5)     # as the page formats it
+    assert f"its own {K} numbers of each" in attention.QKV_TEXT.format(K=cfg.d_head)
+    caption = attention.STEP_CAPTIONS[1].format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5)     # as the page formats it
     stated_k, stated_root = re.search(r"√K = √(\d+) = ([\d.]+)", caption).groups()
     for layer in range(cfg.n_layers):
         name = f"blocks.{layer}.attn"
@@ -84,7 +84,7 @@ def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
 def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_text_says():
     """WHATIF_TEXT "Let every word look ahead ... in every head"; change_words "can also see the {n} token(s) after it"."""
     v = bundled_view("tinytales")
-    changes, causal = W.LIFT_MASK.edits(v.bundle.model.cfg), W.LIFT_MASK.causal
+    changes, causal = whatif.LIFT_MASK.edits(v.bundle.model.cfg), whatif.LIFT_MASK.causal
     assert not changes and causal is False
     after = v.bundle.model.run(v.prepared.ids, causal=False)
     T = len(v.tokens)
@@ -92,7 +92,7 @@ def test_lifting_the_mask_lets_every_head_look_ahead_at_as_many_tokens_as_the_te
         ahead = after[f"blocks.{layer}.attn.pattern"][0].triu(1).sum((-2, -1))     # (H,) weight on later tokens
         assert (ahead > 0).all()
     for position in (0, 4, T - 1):
-        text = A.change_words(v, v.trace, after, W.LIFT_MASK, position=position)
+        text = attention.change_words(v, v.trace, after, whatif.LIFT_MASK, position=position)
         later = int((after["blocks.0.attn.pattern"][0, 0, position, position + 1:] > 0).sum())
         if position < T - 1:
             assert f"the {later} token(s) after it" in text
@@ -115,8 +115,8 @@ def test_the_page_says_how_many_heads_a_layer_has_and_whether_their_patterns_dif
     v = view(key)
     cfg = v.bundle.model.cfg
     H = v.trace["blocks.0.attn.pattern"].shape[1]
-    intro = " ".join(A.intro(cfg).split())
-    caption = A.grid_caption(v, v.trace)
+    intro = " ".join(attention.intro(cfg).split())
+    caption = attention.grid_caption(v, v.trace)
     alike = most_alike(v.trace, cfg.n_layers, H)
     if H == 1:
         assert "This model has **one head** per layer" in intro and "several heads per layer" in intro
@@ -145,12 +145,12 @@ def test_two_heads_with_the_same_weights_are_said_to_look_alike():
     v = view_of(bundle, "roses are red")
     gap, l, a, b = most_alike(v.trace, bundle.model.cfg.n_layers, 2)
     assert gap < 1e-6
-    caption = A.grid_caption(v, v.trace)
+    caption = attention.grid_caption(v, v.trace)
     assert f"heads {a} and {b} of layer {l} have nearly the same pattern: no weight differs by more than **0.000**" \
         in caption and "so their patterns differ" not in caption
 
 
-# --- 2. embedding (explorer/embedding.py, pages/embedding.py) ------------------------------------
+# --- 2. embedding (explorer/steps/embedding.py, pages/embedding.py) ------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -159,10 +159,10 @@ def test_the_embedding_texts_count_the_matrix_they_describe(key):
     "row {id} of the {V} x {D} embedding matrix"; page caption "The same word always gets the same row"."""
     v = view(key)
     cfg = v.bundle.model.cfg
-    W = em.embedding_matrix(v)
+    W = embedding.embedding_matrix(v)
     V, D = W.shape
     assert (V, D) == (v.bundle.tokenizer.vocab_size, cfg.d_model)
-    text = em.intro(v)
+    text = embedding.intro(v)
     assert f"vector of {D} numbers" in text and f"({V} rows)" in text and f"({D} columns)" in text
     scale = math.sqrt(D) if cfg.embed_scale else 1.0
     rows = v.trace["embed.tok"][0]                                                   # (T, D)
@@ -170,7 +170,7 @@ def test_the_embedding_texts_count_the_matrix_they_describe(key):
     if cfg.embed_scale:
         stated = float(re.search(r"by √\d+ = ([\d.]+)", text).group(1))
         assert stated == pytest.approx(float((rows / W[v.prepared.ids]).median()), abs=5e-4)
-    assert f"of the {V} x {D} embedding matrix" in em.lookup_math(v, v.trace, 0)
+    assert f"of the {V} x {D} embedding matrix" in embedding.lookup_math(v, v.trace, 0)
     ids = v.prepared.ids
     repeats = [(i, j) for i in range(len(ids)) for j in range(i) if ids[i] == ids[j]]
     assert repeats
@@ -183,20 +183,20 @@ def test_cosine_runs_from_minus_1_to_1_every_token_matches_itself_and_length_doe
     """pages/embedding.py "1 = same direction ... -1 = opposite. The diagonal is always 1"; cosine_math "(so the
     √D scale changes nothing here)" and its "= **cos**"."""
     v = view(key)
-    sims = em.cosine_matrix(v.trace["embed.tok"][0]).numpy()
+    sims = embedding.cosine_matrix(v.trace["embed.tok"][0]).numpy()
     np.testing.assert_allclose(np.diag(sims), 1.0, atol=1e-12)
     assert sims.min() >= -1 - 1e-12 and sims.max() <= 1 + 1e-12
-    W = em.embedding_matrix(v).double()
+    W = embedding.embedding_matrix(v).double()
     ids = v.prepared.ids
     i, j = next((i, j) for i in range(len(ids)) for j in range(i) if ids[i] != ids[j])   # two different tokens
     a, b = ids[i], ids[j]
     want = float(W[a] @ W[b] / (W[a].norm() * W[b].norm()))
-    stated = re.search(r"cosine = .*?= \*\*(-?[\d.]+)\*\*", em.cosine_math(v, a, b))
+    stated = re.search(r"cosine = .*?= \*\*(-?[\d.]+)\*\*", embedding.cosine_math(v, a, b))
     assert stated, "cosine_math no longer states the cosine"
     assert float(stated.group(1)) == pytest.approx(want, abs=5e-5)
-    scaled = em.cosine_matrix(v.trace["embed.tok"][0, [i, j]]).numpy()[0, 1]    # the rows as the model uses them
+    scaled = embedding.cosine_matrix(v.trace["embed.tok"][0, [i, j]]).numpy()[0, 1]    # the rows as the model uses them
     assert scaled == pytest.approx(want, abs=1e-6)                              # float32 rows
-    assert ("the √D scale changes nothing here" in em.cosine_math(v, a, b)) == v.bundle.model.cfg.embed_scale
+    assert ("the √D scale changes nothing here" in embedding.cosine_math(v, a, b)) == v.bundle.model.cfg.embed_scale
 
 
 GROUPS = {"animal": ["bear", "bird", "cat", "cow", "dog", "duck", "fox", "frog", "goat", "horse", "mouse", "owl", "pig",
@@ -224,9 +224,9 @@ def test_animals_close_to_animals_and_feelings_close_to_feelings_is_said_only_wh
         v = view_of(load_pretrained(gpt2_shaped_dir(tmp_path, d_model=48)), "the cat sat on the mat")
     else:
         v = view(key)
-    tok, W = v.bundle.tokenizer, em.embedding_matrix(v)
+    tok, W = v.bundle.tokenizer, embedding.embedding_matrix(v)
     V = W.shape[0]
-    text = " ".join(em.intro(v).split())
+    text = " ".join(embedding.intro(v).split())
     close, measured = [], []
     for name, words in GROUPS.items():
         ids = []
@@ -264,18 +264,18 @@ def test_animals_close_to_animals_and_feelings_close_to_feelings_is_said_only_wh
 
 def test_in_tinytales_animals_sit_close_to_animals_and_feelings_close_to_feelings():
     """The measurement above, on the one bundled model whose stories have both groups: it is said there."""
-    assert "animals close to animals, feelings close to feelings." in " ".join(em.intro(bundled_view("tinytales")).split())
+    assert "animals close to animals, feelings close to feelings." in " ".join(embedding.intro(bundled_view("tinytales")).split())
 
 
 @pytest.mark.parametrize("key", ["roses", *LAB])
 def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     """pca_note "They keep **x%** of the spread (direction 1: a%, direction 2: b%); ... the other {D-2} directions"."""
     v = view(key)
-    W = em.embedding_matrix(v).double().numpy()
+    W = embedding.embedding_matrix(v).double().numpy()
     X = W - W.mean(0)
     variance = np.sort(np.linalg.eigvalsh(X.T @ X))[::-1]                           # per direction, largest first
     share = variance[:2] / variance.sum()
-    note = em.pca_note(v, em.pca_2d(em.embedding_matrix(v)))
+    note = embedding.pca_note(v, embedding.pca_2d(embedding.embedding_matrix(v)))
     kept = numbers(re.search(r"\*\*(.*?)\*\*", note).group(1))[0]
     first, second = numbers(note.split("direction 1:")[1])[:3:2]
     assert kept == pytest.approx(100 * share.sum(), abs=0.051)
@@ -283,7 +283,7 @@ def test_the_map_note_states_the_share_of_the_spread_two_directions_keep(key):
     assert f"other {W.shape[1] - 2} directions" in note
 
 
-# --- 3. positions (explorer/positions.py, pages/positions.py) ------------------------------------
+# --- 3. positions (explorer/steps/positions.py, pages/positions.py) ------------------------------
 
 
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (24, 32), (8, 64)])
@@ -295,25 +295,25 @@ def test_sinusoidal_seats_follow_the_formula_with_fast_waves_first_and_slow_wave
     angle = torch.arange(L).double()[:, None] / 10000 ** (torch.arange(0, D, 2).double() / D)   # (L, D/2)
     torch.testing.assert_close(table[:, 0::2], angle.sin(), atol=3e-5, rtol=0)
     torch.testing.assert_close(table[:, 1::2], angle.cos(), atol=3e-5, rtol=0)
-    waves = [numbers(P.dim_name(cfg, d).split("one wave = ")[1])[0] for d in range(D)]
+    waves = [numbers(positions.dim_name(cfg, d).split("one wave = ")[1])[0] for d in range(D)]
     for d in range(D):
         assert waves[d] == pytest.approx(2 * math.pi * 10000 ** (2 * (d // 2) / D), abs=0.051)
     assert waves[0] < waves[2] < waves[-1]
-    intro = P.intro(cfg)
+    intro = positions.intro(cfg)
     assert f"not one number but {D} numbers" in intro and f"context of {L})" in intro
-    assert f"{D} per position" in P.kind_caption(cfg)
+    assert f"{D} per position" in positions.kind_caption(cfg)
 
 
 def test_the_bundled_models_add_the_same_fixed_table_to_every_sentence():
     """_SINUSOIDAL "Nothing here is learned: the same table (one row per position ...) is added to every sentence"."""
     b = bundled("tinytales")
-    intro = " ".join(P.intro(b.model.cfg).split())
+    intro = " ".join(positions.intro(b.model.cfg).split())
     assert "Nothing here is learned: the same table (one row per position, up to the context of 32) is added to every sentence." in intro
     table = sinusoidal_table(b.model.cfg.max_len, b.model.cfg.d_model)
     for text in (DEFAULT_SENTENCE, "the dog chased the cat"):
         pos = b.model.run(b.tokenizer.encode(text))["embed.pos"][0]                  # (T, D)
         torch.testing.assert_close(pos, table[: len(pos)])
-    assert P.position_table(b.model).shape == (b.model.cfg.max_len, b.model.cfg.d_model)
+    assert positions.position_table(b.model).shape == (b.model.cfg.max_len, b.model.cfg.d_model)
     assert not any(name.startswith("embed.pos") for name, _ in b.model.named_parameters())
 
 
@@ -322,11 +322,11 @@ def test_learned_positions_are_one_trained_row_per_seat():
     key = "char, rms, post-norm, relu, learned"
     v = lab_view(key)
     cfg = v.bundle.model.cfg
-    table = P.position_table(v.bundle.model)
+    table = positions.position_table(v.bundle.model)
     assert table.shape == (cfg.max_len, cfg.d_model)
-    intro = P.intro(cfg)
+    intro = positions.intro(cfg)
     assert f"one row of {cfg.d_model} numbers" in intro and f"0 to {cfg.max_len - 1}" in intro
-    assert f"{cfg.max_len} rows of {cfg.d_model} numbers" in P.kind_caption(cfg)
+    assert f"{cfg.max_len} rows of {cfg.d_model} numbers" in positions.kind_caption(cfg)
     T = len(v.tokens)
     torch.testing.assert_close(v.trace["embed.pos"][0], table[:T])
 
@@ -340,7 +340,7 @@ def test_without_positions_the_two_orders_enter_as_the_same_vectors_one_per_toke
     """_NONE "its position vectors are all zeros, so each token's input is its token embedding alone ... enter as
     the same vectors (one per token) in a different order" (it once said "five vectors", wrong for char and BPE)."""
     b = lab_bundle(tokenizer=tokenizer, pos="none")
-    intro = " ".join(P.intro(b.model.cfg).split())
+    intro = " ".join(positions.intro(b.model.cfg).split())
     assert "its position vectors are all zeros, so each token's input is its token embedding alone" in intro
     assert "enter as the same vectors (one per token) in a different order" in intro
     a, c = (b.model.run(b.tokenizer.encode(s)) for s in ("the dog chased the cat", "the cat chased the dog"))
@@ -359,10 +359,10 @@ def test_the_same_word_in_two_seats_enters_as_two_vectors_only_when_the_model_ad
     shown for every model, false without positions: there the repeated word gets identical rows), and "In your
     sentence, “w” stands in seats i and j: its two input vectors differ by up to **x** / are exactly the same"."""
     v = view_of(view(key).bundle, REPEATS)
-    text = P.sum_text(v, v.trace)
+    text = positions.sum_text(v, v.trace)
     one = {"word": "word", "char": "character", "bpe": "token"}[v.bundle.tokenizer.kind]
     inputs, ids = v.trace["embed.out"][0], v.prepared.ids                        # (T, D)
-    table = P.position_table(v.bundle.model)
+    table = positions.position_table(v.bundle.model)
     if table is None:
         assert f"the same {one} in two different seats enters the model as the same vector." in text
         assert "two different vectors" not in text
@@ -388,18 +388,18 @@ def test_the_offered_pair_is_the_same_tokens_in_another_order(key, text):
     once a sentence's token ids reversed and decoded: “ mat the on sat catthe” with GPT-2's tokenizer)."""
     bundle = view(key).bundle
     v, tok = view_of(bundle, text), bundle.tokenizer
-    a, b = P.default_pair(v)
+    a, b = positions.default_pair(v)
     ids_a, ids_b = tok.encode(a), tok.encode(b)
     assert ids_a != ids_b and sorted(ids_a) == sorted(ids_b) and tok.unk_id not in ids_a, (a, b)
     many = {"word": "words", "char": "characters", "bpe": "tokens"}[tok.kind]
-    assert f"two sentences made of the same {many} in a different order" in " ".join(P.order_text(tok.kind).split())
+    assert f"two sentences made of the same {many} in a different order" in " ".join(positions.order_text(tok.kind).split())
 
 
 @pytest.mark.parametrize("D, L", [(64, 32), (32, 16), (8, 64), (128, 64), (24, 64)])
 def test_sinusoidal_similarity_depends_only_on_the_distance_between_seats(D, L):
     """SIMILARITY_TEXT "With sinusoidal waves the similarity depends only on the distance between two seats"."""
-    assert "the similarity depends only on the distance between two seats" in P.SIMILARITY_TEXT["sinusoidal"]
-    sims = P.cosine_matrix(sinusoidal_table(L, D))
+    assert "the similarity depends only on the distance between two seats" in positions.SIMILARITY_TEXT["sinusoidal"]
+    sims = positions.cosine_matrix(sinusoidal_table(L, D)).numpy()
     for i in range(L):
         for j in range(L):
             assert sims[i, j] == pytest.approx(sims[0, abs(i - j)], abs=1e-6)
@@ -413,8 +413,8 @@ def test_neighbouring_seats_look_alike_and_further_apart_the_similarity_mostly_f
     """SIMILARITY_TEXT "Neighbouring seats look alike; further apart the similarity mostly falls, in ripples (with
     very few dimensions a far seat can look alike again)" (the lab allows d_model 8..128 and contexts up to 64)."""
     assert ("Neighbouring seats look alike; further apart the similarity mostly falls, in ripples (with very few "
-            "dimensions a far seat can look alike again)") in P.SIMILARITY_TEXT["sinusoidal"]
-    row = P.cosine_matrix(sinusoidal_table(L, D))[0]                            # seat 0 against every seat
+            "dimensions a far seat can look alike again)") in positions.SIMILARITY_TEXT["sinusoidal"]
+    row = positions.cosine_matrix(sinusoidal_table(L, D)).numpy()[0]                            # seat 0 against every seat
     assert row[1] > 0.8                                                          # neighbours alike
     if D >= 16:
         assert all(row[1] > row[k] for k in range(2, L))                         # none more alike than a neighbour
@@ -440,18 +440,18 @@ def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_dif
                      model.run(ids, edits=edits.remove_positions(), causal=False)]
 
     (ids_a, ta), (ids_b, tb) = traces(a), traces(b)
-    comparison = P.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, ta, tb)
-    verdict = P.order_verdict(comparison, True, a, b)
-    pairs = P.match_words(ids_a, ids_b)
+    comparison = positions.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, ta, tb)
+    verdict = positions.order_verdict(comparison, True, a, b)
+    pairs = positions.match_words(ids_a, ids_b)
 
     def largest(condition: int) -> float:             # the largest change of a matched word's forecast
         pa, pb = (t[condition]["logits"][0].double().softmax(-1) for t in (ta, tb))
         return max(float((pa[i] - pb[j]).abs().max()) for i, j in pairs)
 
-    assert largest(1) > P.SAME                           # without positions the two orders still differ
+    assert largest(1) > positions.SAME                           # without positions the two orders still differ
     assert "Yet the predictions still differ" in verdict
     if sorted(ids_a) == sorted(ids_b):                   # the same words: lifting the mask removes the difference
-        assert largest(2) < P.SAME
+        assert largest(2) < positions.SAME
         assert "That is the causal mask at work" in verdict and "its prediction is identical" in verdict
     else:
         assert "do not use exactly the same words" in verdict
@@ -459,7 +459,7 @@ def test_the_verdict_blames_the_causal_mask_only_when_lifting_it_removes_the_dif
         assert "That is the causal mask at work" not in verdict
 
 
-# --- 5. feed-forward (explorer/feedforward.py, pages/feedforward.py) -----------------------------
+# --- 5. feed-forward (explorer/steps/feedforward.py, pages/feedforward.py) -----------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -469,7 +469,7 @@ def test_the_network_expands_D_to_F_and_back_treating_every_position_on_its_own(
     v = view(key)
     cfg = v.bundle.model.cfg
     for layer in range(cfg.n_layers):
-        shapes = [(s.rows, s.cols) for s in ff.stages(v, layer)]
+        shapes = [(s.rows, s.cols) for s in feedforward.stages(v, layer)]
         T = len(v.tokens)
         assert shapes == [(T, cfg.d_model), (T, cfg.d_ff), (T, cfg.d_ff), (T, cfg.d_model)]
         mlp = v.bundle.model.blocks[layer].mlp
@@ -485,11 +485,11 @@ def test_relu_turns_every_negative_value_into_exactly_0_and_never_goes_below():
     """TEXT "ReLU keeps positive values and turns every negative one into exactly 0"; HEATMAP_TEXT "ReLU never goes
     below 0"; zeroed "exactly 0 after ReLU" and its count of T × F values."""
     v = bundled_view("roses")
-    assert "never goes below 0" in ff.HEATMAP_TEXT["relu"]
+    assert "never goes below 0" in feedforward.HEATMAP_TEXT["relu"]
     for layer in range(v.bundle.model.cfg.n_layers):
         pre, post = v.trace[f"blocks.{layer}.mlp.pre"][0], v.trace[f"blocks.{layer}.mlp.post"][0]
         assert torch.equal(post, pre.clamp_min(0)) and float(post.min()) >= 0
-        off = ff.zeroed(v, layer)
+        off = feedforward.zeroed(v, layer)
         assert (off.count, off.total) == (int((post == 0).sum()), post.numel())
 
 
@@ -498,14 +498,14 @@ def test_gelu_never_goes_below_about_minus_0_17():
     and 0"."""
     floor = float(nn.GELU()(torch.linspace(-6, 6, 1_200_001, dtype=torch.float64)).min())
     assert round(floor, 2) == -0.17
-    stated = numbers(ff.HEATMAP_TEXT["gelu"].replace("−", "-").split("never below about")[1])[0]
+    stated = numbers(feedforward.HEATMAP_TEXT["gelu"].replace("−", "-").split("never below about")[1])[0]
     assert stated == pytest.approx(floor, abs=0.005)
     v = bundled_view("tinytales")
     for layer in range(v.bundle.model.cfg.n_layers):
         pre, post = v.trace[f"blocks.{layer}.mlp.pre"][0], v.trace[f"blocks.{layer}.mlp.post"][0]
         squashed = post[pre < 0]
         assert float(squashed.min()) >= floor - 1e-6 and float(squashed.max()) <= 0
-        low, high = numbers(ff.zeroed(v, layer).rule.replace("−", "-"))
+        low, high = numbers(feedforward.zeroed(v, layer).rule.replace("−", "-"))
         assert (low, high) == (round(floor, 2), 0)
 
 
@@ -513,8 +513,8 @@ def test_also_fires_on_lists_exactly_the_tokens_at_least_half_as_strong():
     """pages/feedforward.py "Hover a bar to see the other tokens that fire it at least half as strongly"."""
     v = bundled_view("tinytales")
     token, post = 4, v.trace["blocks.1.mlp.post"][0]                                  # (T, F)
-    table = ff.top_neurons(v, 1, token)
-    assert list(table.neuron) == post[token].topk(ff.TOP_K).indices.tolist()
+    table = feedforward.top_neurons(v, 1, token)
+    assert list(table.neuron) == post[token].topk(feedforward.TOP_K).indices.tolist()
     for j, value, listed in zip(table.neuron, table.activation, table["also fires on"]):
         want = {t for t in range(len(v.tokens)) if t != token and 0 < post[t, j] and post[t, j] >= 0.5 * value}
         assert {int(entry.split()[0]) for entry in listed} == want
@@ -545,7 +545,7 @@ def test_switched_off_values_carry_no_signal_on_to_W_out(name):
     mlp = v.bundle.model.blocks[0].mlp
     pre, post = v.trace["blocks.0.mlp.pre"][0], v.trace["blocks.0.mlp.post"][0]
     off = (post == 0) if v.bundle.model.cfg.activation == "relu" else (pre < 0)        # what zeroed() counts
-    assert int(off.sum()) == ff.zeroed(v, 0).count
+    assert int(off.sum()) == feedforward.zeroed(v, 0).count
     with torch.no_grad():
         without = mlp.W_out(post.masked_fill(off, 0.0))
     carry_nothing = bool(torch.allclose(without, v.trace["blocks.0.mlp.out"][0], rtol=0, atol=1e-6))
@@ -573,7 +573,7 @@ def test_skipping_a_feed_forward_names_each_chance_precisely_enough_to_show_thei
             p0 = torch.softmax(v.trace["logits"][0, position], -1)
             p1 = torch.softmax(after["logits"][0, position], -1)
             b, a = int(p0.argmax()), int(p1.argmax())
-            text = ff.change_in_words(v, v.trace, after, layer, position)
+            text = feedforward.change_in_words(v, v.trace, after, layer, position)
             if a == b:
                 continue
             m = re.search(rf"changes from {re.escape(quote(vocab[b]))} \(([\d.]+%)\) to {re.escape(quote(vocab[a]))} "
@@ -587,7 +587,7 @@ def test_skipping_a_feed_forward_names_each_chance_precisely_enough_to_show_thei
     assert said or key != "tinytales"                    # tinytales changes its mind somewhere
 
 
-# --- 6. residual stream and norm (explorer/residual.py, pages/residual.py) -----------------------
+# --- 6. residual stream and norm (explorer/steps/residual.py, pages/residual.py) -----------------
 
 
 @pytest.mark.parametrize("key", WITH_NORM)
@@ -598,9 +598,9 @@ def test_norms_give_mean_0_and_variance_1_or_rms_1_before_their_learned_gain(key
     v = view(key)
     cfg = v.bundle.model.cfg
     for layer in range(cfg.n_layers):
-        for step in R.norm_steps(v, layer):
+        for step in residual.norm_steps(v, layer):
             for token in (0, len(v.tokens) - 1):
-                m = R.norm_math(v, step, token)
+                m = residual.norm_math(v, step, token)
                 assert float(np.abs(m.y - m.traced).max()) < 1e-4                # the recomputation is the model's
                 if cfg.norm == "layer":
                     assert abs(m.z.mean()) < 1e-9 and m.z.var() == pytest.approx(m.var / (m.var + m.eps), rel=1e-9)
@@ -662,10 +662,10 @@ def test_the_norm_caption_says_stretched_or_shifted_only_where_the_learned_value
     kind = {"layer": "LayerNorm", "rms": "RMSNorm"}[v.bundle.model.cfg.norm]
     fresh = key in LAB
     for layer in range(v.bundle.model.cfg.n_layers):
-        for step in R.norm_steps(v, layer):
+        for step in residual.norm_steps(v, layer):
             for token in (0, len(v.tokens) - 1):
-                m = R.norm_math(v, step, token)
-                caption = R.norm_caption(m, step)
+                m = residual.norm_math(v, step, token)
+                caption = residual.norm_caption(m, step)
                 with torch.no_grad():
                     y = step.module(step.x[token].float())                      # the norm, run by the test
                 torch.testing.assert_close(y, step.y[token], atol=1e-5, rtol=1e-5)
@@ -678,8 +678,8 @@ def test_the_norm_caption_says_stretched_or_shifted_only_where_the_learned_value
 @pytest.mark.parametrize("name", SENTENCES)
 def test_the_stream_tends_to_grow_from_the_embedding_to_the_last_layer(name):
     """TEXT "Because every layer adds more, the numbers in the stream tend to grow"."""
-    assert "Because every layer adds more, the numbers in the stream tend to grow." in " ".join(R.TEXT.split())
-    norms = R.stream_norms(bundled_view(name))                                      # (T, stages)
+    assert "Because every layer adds more, the numbers in the stream tend to grow." in " ".join(residual.TEXT.split())
+    norms = residual.stream_norms(bundled_view(name))                                      # (T, stages)
     assert norms[:, -1].mean() > 1.5 * norms[:, 0].mean()
     assert (norms[:, -1] > norms[:, 0]).mean() > 0.5
 
@@ -690,8 +690,8 @@ def test_in_a_pre_norm_model_the_stream_is_never_normalized_and_tends_to_grow(na
     normalized and tends to grow"; ANALOGY_TEXT["pre"] "the stream itself is never normalized; each sublayer reads
     a normalized copy"."""
     assert ("each sublayer reads a normalized copy while the stream itself is never normalized and tends to grow"
-            in " ".join(R.TEXT.split()))
-    assert "the stream itself is never normalized; each sublayer reads a normalized copy" in R.ANALOGY_TEXT["pre"]
+            in " ".join(residual.TEXT.split()))
+    assert "the stream itself is never normalized; each sublayer reads a normalized copy" in residual.ANALOGY_TEXT["pre"]
     v = bundled_view(name)
     model, trace = v.bundle.model, v.trace
     assert model.cfg.norm_position == "pre"
@@ -701,14 +701,14 @@ def test_in_a_pre_norm_model_the_stream_is_never_normalized_and_tends_to_grow(na
                                    trace[f"{b}.resid_pre"] + trace[f"{b}.attn.out"] + trace[f"{b}.mlp.out"])
         with torch.no_grad():
             torch.testing.assert_close(trace[f"{b}.attn.in"], block.norm1(trace[f"{b}.resid_pre"]))   # a copy
-    sizes = R.stream_norms(v).mean(0)                                               # per stage
+    sizes = residual.stream_norms(v).mean(0)                                               # per stage
     assert sizes[-1] > 1.5 * sizes[0] and np.corrcoef(np.arange(len(sizes)), sizes)[0, 1] > 0.5     # tends to grow
 
 
 @pytest.mark.parametrize("key", [k for k in LAB if LAB[k].get("norm_position") == "post"])
 def test_in_a_post_norm_model_the_stream_is_normalised_after_each_addition_so_it_never_grows_far(key):
     """ANALOGY_TEXT["post"] "after each addition the whole stream is normalized, so it never grows far"."""
-    assert "after each addition the whole stream is normalized, so it never grows far" in R.ANALOGY_TEXT["post"]
+    assert "after each addition the whole stream is normalized, so it never grows far" in residual.ANALOGY_TEXT["post"]
     v = lab_view(key)
     model = v.bundle.model
     for layer, block in enumerate(model.blocks):
@@ -719,7 +719,7 @@ def test_in_a_post_norm_model_the_stream_is_normalised_after_each_addition_so_it
             assert float(v.trace[f"blocks.{layer}.{name}"][0].norm(dim=-1).max()) <= bound + 1e-4
 
 
-# --- 7. prediction (explorer/prediction.py, pages/prediction.py) ---------------------------------
+# --- 7. prediction (explorer/steps/prediction.py, pages/prediction.py) ---------------------------
 
 
 def test_temperature_sharpens_below_1_flattens_above_and_0_takes_the_favourite():
@@ -751,7 +751,7 @@ def test_the_kept_chances_are_divided_by_their_total_so_they_add_up_to_100(setti
     assert numbers(kept_summary(table).split("divided by")[1])[0] == pytest.approx(mass_kept(table), abs=5e-5)
 
 
-# --- the big picture (explorer/home.py) ----------------------------------------------------------
+# --- the big picture (explorer/steps/home.py) ----------------------------------------------------
 
 
 @pytest.mark.parametrize("key", VIEWS)
@@ -760,7 +760,7 @@ def test_the_big_picture_states_this_sentences_real_shapes_for_every_kind_of_mod
     "{T} x {D} → {T} x {F} → {T} x {D}", "{V} scores", "the top guess is ... at {p}%"."""
     v = view(key)
     tr, cfg = v.trace, v.bundle.model.cfg
-    stages = {s.slug: s for s in H.pipeline(v)}
+    stages = {s.slug: s for s in home.pipeline(v)}
     _, T, D = tr["embed.out"].shape
     _, heads, _, _ = tr["blocks.0.attn.pattern"].shape
     F, V = tr["blocks.0.mlp.pre"].shape[-1], tr["logits"].shape[-1]
@@ -788,7 +788,7 @@ def test_the_big_picture_says_the_norm_keeps_the_streams_scale_only_where_it_doe
     scale", "{norm} rescales the copy each sublayer reads (pre-norm), so the stream itself can grow", "this model
     has no normalization"."""
     v = view(key)
-    detail = {s.slug: s for s in H.pipeline(v)}["residual"].detail
+    detail = {s.slug: s for s in home.pipeline(v)}["residual"].detail
     cfg, trace, model = v.bundle.model.cfg, v.trace, v.bundle.model
     after_each_layer = np.array([float(trace[f"blocks.{i}.resid_post"][0].norm(dim=-1).mean())
                                  for i in range(cfg.n_layers)])
@@ -813,13 +813,13 @@ def test_the_big_picture_counts_the_tokens_of_a_text_longer_than_the_context():
     b = bundled("tinytales")
     text = " ".join([DEFAULT_SENTENCE] * 6)
     v = view_of(b, text)
-    detail = {s.slug: s for s in H.pipeline(v)}["tokenization"].detail
+    detail = {s.slug: s for s in home.pipeline(v)}["tokenization"].detail
     total = len(b.tokenizer.encode(text))
     assert total > b.model.cfg.max_len and len(v.prepared.ids) == b.model.cfg.max_len
     assert total in numbers(detail)
 
 
-# --- 1. tokenization (explorer/tokenization.py, pages/tokenization.py, model/inputs.py) ----------
+# --- 1. tokenization (explorer/steps/tokenization.py, pages/tokenization.py, model/inputs.py) ----
 
 
 @lru_cache
@@ -827,7 +827,7 @@ def tales_tokenizers() -> dict:
     """The comparison tokenizers the tokenization page builds for tinytales (its training text)."""
     text = presets.corpus_texts("tinytales", 0)[0]
     return {"word": bundled("tinytales").tokenizer, "char": CharTokenizer.from_texts([text]),
-            "bpe": BPETokenizer.from_texts([text], vocab_size=tk.BPE_VOCAB_SIZE)}
+            "bpe": BPETokenizer.from_texts([text], vocab_size=tokenization.BPE_VOCAB_SIZE)}
 
 
 @pytest.mark.parametrize("kind, bullet", [
@@ -836,7 +836,7 @@ def tales_tokenizers() -> dict:
 ])
 def test_the_intro_says_nothing_is_unknown_only_for_tokenizers_that_never_read_unk(kind, bullet):
     """intro "- **characters**: nothing is ever unknown", "- **BPE**: ... so nothing is unknown"."""
-    intro = tk.intro(bundled_view("tinytales"))
+    intro = tokenization.intro(bundled_view("tinytales"))
     [said] = [b for b in intro.split("\n- ") if b.startswith(bullet)]
     says_none = bool(re.search(r"nothing is (ever )?unknown", said.replace("\n", " ")))
     pieces = tales_tokenizers()[kind].pieces("The Cat sat on the mat! Café 🙂")
@@ -852,7 +852,7 @@ def test_unk_is_explained_for_the_kind_of_tokenizer_the_model_has(kind, text):
     sentence's own first."""
     tok = tales_tokenizers()[kind]
     unknown = [p.text for p in tok.pieces(text) if p.unknown]
-    said = " ".join(tk.unk_explained(tok, unknown).split())
+    said = " ".join(tokenization.unk_explained(tok, unknown).split())
     one, many = {"word": ("word", "words"), "char": ("character", "characters")}[kind]
     assert f"A {one} tokenizer only knows the {many} it saw in its training text" in said
     assert f"the same `<unk>` for every unknown {one}: it cannot tell “" in said
@@ -877,14 +877,14 @@ def test_the_rows_caption_names_what_shares_the_unk_row_in_the_tokenizers_units(
     one, many = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}[tok.kind]
     for text in ("roses are red", "roses are pink 🙂 zebra"):
         v = view_of(bundle, text)
-        caption = em.rows_caption(v)
+        caption = embedding.rows_caption(v)
         assert f"The same {one} always gets the same row, wherever it stands" in caption
         unknown = [i for i, p in enumerate(v.prepared.pieces) if p.id == tok.unk_id]
         assert (f"Unknown {many} all share the `<unk>` row." in caption) == bool(unknown)
         rows = v.trace["embed.tok"][0]
         for i in unknown:
             assert torch.equal(rows[i], rows[unknown[0]])
-    assert ("Unknown" in em.rows_caption(view_of(bundle, "roses are pink 🙂 zebra"))) == (tok.unk_id is not None)
+    assert ("Unknown" in embedding.rows_caption(view_of(bundle, "roses are pink 🙂 zebra"))) == (tok.unk_id is not None)
 
 
 @pytest.mark.parametrize("word", [" because", " chased", "the", " zebra", " marmalade"])
@@ -892,17 +892,17 @@ def test_bpe_applies_the_lowest_numbered_merge_that_fits_and_ends_as_the_real_to
     """merge_caption "starts as its {n} bytes", "BPE always applies the lowest-numbered merge that fits", "the word
     ends as **{n} tokens**"; merges_note "{V} tokens: 256 single bytes + {m} learned merges"."""
     bpe = tales_tokenizers()["bpe"]
-    history, steps = bpe.replay(word), tk.merge_steps(bpe, word)
+    history, steps = bpe.replay(word), tokenization.merge_steps(bpe, word)
     ranks = {pair: r for r, pair in enumerate(bpe.merges)}
     n_bytes = len(word.encode("utf-8"))
     assert len(history[0]) == n_bytes
-    assert numbers(tk.merge_caption(steps, 0))[1 if len(steps) > 1 else 0] == n_bytes
+    assert numbers(tokenization.merge_caption(steps, 0))[1 if len(steps) > 1 else 0] == n_bytes
     for s, (before, after) in enumerate(zip(history, history[1:]), start=1):
         assert steps[s].rank == min(ranks[p] for p in zip(before, before[1:]) if p in ranks)
     final = bpe.encode(word)
     assert [bpe.token_text(t) for t in history[-1]] == [p.text for p in bpe.pieces(word)]
-    assert numbers(tk.merge_caption(steps, len(steps) - 1))[-1] == len(final)
-    note = tk.merges_note(bpe, bundled("tinytales").tokenizer)
+    assert numbers(tokenization.merge_caption(steps, len(steps) - 1))[-1] == len(final)
+    note = tokenization.merges_note(bpe, bundled("tinytales").tokenizer)
     assert bpe.vocab_size == 256 + len(bpe.merges)
     assert f"{bpe.vocab_size} tokens: 256 single bytes + {len(bpe.merges)} learned merges" in note
 
@@ -917,7 +917,7 @@ def test_bpe_keeps_the_space_in_front_of_a_word_and_words_ignore_capitals():
     assert sum(p.text.startswith(" ") for p in pieces) == text.count(" ")
     tok = bundled("tinytales").tokenizer
     assert tok.encode("The CAT Sat") == tok.encode("the cat sat")
-    steps, _ = tk.lookup_math(view_of(bundled("tinytales"), "The cat"), 0)
+    steps, _ = tokenization.lookup_math(view_of(bundled("tinytales"), "The cat"), 0)
     assert "ignores capitals" in steps and f"index **{tok.encode('the')[0]}**" in steps
 
 
@@ -951,7 +951,7 @@ def test_the_unknown_notice_counts_the_pieces_the_tokenizer_cuts(kind, unit):
     assert n > 1 and f"{n} {unit}s are not in" in notice
 
 
-# --- the training lab (explorer/training.py, explorer/lab.py, pages/training.py) ---------------
+# --- the training lab (explorer/lab/training.py, explorer/app/lab.py, pages/training.py) ---------
 
 
 # What each preset's description claims (kinds of claim, detected in its words below). A description that drops or

@@ -801,7 +801,7 @@ def radio_choices(radio) -> list:
     return [values[label] for label in radio.options]
 
 
-VISIBLE = 0.05        # a change a student can see on the bars' 0-to-1 scale (explorer/whatif.py says so in words)
+VISIBLE = 0.05        # a change a student can see on the bars' 0-to-1 scale (explorer/steps/whatif.py says so in words)
 
 
 def changes(ref: Ref, after) -> torch.Tensor:

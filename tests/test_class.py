@@ -5,14 +5,15 @@ from streamlit.testing.v1 import AppTest
 
 from bench.apptest import fragment_ids, run_fragment
 from conftest import APP, page_text
-from explorer import lessons as L
-from explorer.app import classroom as C
+from explorer import lessons, questions
+from explorer.app import classroom
 from explorer.classroom.store import WrongKey
 from explorer.registry import BY_SLUG
+from explorer.numbers import percent
 from explorer.view import escape
 from model.checkpoint import load_bundled
 
-LESSON = L.ready_lessons()["attention-in-ten-minutes"]
+LESSON = lessons.ready_lessons()["attention-in-ten-minutes"]
 QUESTION = next(n for n, s in enumerate(LESSON.steps) if s.question)
 
 
@@ -32,7 +33,7 @@ def teacher() -> AppTest:
     at = class_page()
     at.selectbox(key="class_lesson").set_value("attention-in-ten-minutes").run()
     at.button(key="class_start").click().run()
-    assert not at.exception and at.session_state[C.ROLE] == "teacher"
+    assert not at.exception and at.session_state[classroom.ROLE] == "teacher"
     return at
 
 
@@ -46,20 +47,20 @@ def student(code: str, name: str = "") -> AppTest:
 
 def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     assert on_page(t) == "class"                       # the code, its link and QR code stay up while the room joins
     assert any(m.value == f"# {code}" for m in t.markdown) and len(t.get("image")) == 1
-    assert C.join_link(code) in [c.value for c in t.code]
+    assert classroom.join_link(code) in [c.value for c in t.code]
     students = [student(code, name) for name in ("Ada", "<b>Bob</b>", "")]
     for s in students:
-        assert not s.exception and s.session_state[C.ROLE] == "student" and on_page(s) == LESSON.steps[0].page
+        assert not s.exception and s.session_state[classroom.ROLE] == "student" and on_page(s) == LESSON.steps[0].page
         assert s.query_params["join"] == code and s.query_params["seat"]          # a reload finds the seat
-        assert C.KEY not in s.session_state                                          # no teacher key
-    assert C.store().names(code) == ["<b>Bob</b>", "Ada"] and C.store().present(code) == 3
+        assert classroom.KEY not in s.session_state                                          # no teacher key
+    assert classroom.store().names(code) == ["<b>Bob</b>", "Ada"] and classroom.store().present(code) == 3
     t.run()
     assert f"**3** students present: {escape('<b>Bob</b>')}, Ada" in page_text(t)       # names as plain text
     t.button(key="class_show_step").click().run()
-    assert not t.exception and on_page(t) == LESSON.steps[0].page and C.store().state(code).step == 0
+    assert not t.exception and on_page(t) == LESSON.steps[0].page and classroom.store().state(code).step == 0
     assert "Show the join code and QR code" in [link.proto.label for link in t.get("page_link")]   # for latecomers
     t.button(key="class_next").click().run()
     step = LESSON.steps[1]
@@ -71,14 +72,14 @@ def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous()
         assert s.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
     t.button(key="class_previous").click().run()
     students[0].run()
-    assert C.store().state(code).step == 0 and on_page(students[0]) == LESSON.steps[0].page
+    assert classroom.store().state(code).step == 0 and on_page(students[0]) == LESSON.steps[0].page
 
 
 def test_a_students_poll_follows_the_teacher_with_one_full_run_and_an_idle_poll_runs_none():
     """As on a server: the polling fragment runs alone each second (tests above drive the full run, since AppTest's
     run_every never ticks); when the teacher moved, it asks for exactly one full run, on the step's page."""
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code, "Ada")
     [poll] = fragment_ids(s)
     assert run_fragment(s, poll) == 0 and on_page(s) == LESSON.steps[0].page          # nobody moved
@@ -86,32 +87,32 @@ def test_a_students_poll_follows_the_teacher_with_one_full_run_and_an_idle_poll_
         t.button(key="class_next").click().run()
         step = LESSON.steps[index]
         assert run_fragment(s, poll) == 1, index
-        assert not s.exception and s.session_state[C.STEP] == index and on_page(s) == step.page
+        assert not s.exception and s.session_state[classroom.STEP] == index and on_page(s) == step.page
         assert s.session_state["text"] == step.view["text"] and s.session_state["head"] == step.view["head"]
         assert s.session_state[f"section_{step.page}"] == BY_SLUG[step.page].tab(step.tab)
-        assert s.query_params["join"] == code and s.query_params["seat"] == s.session_state[C.SEAT]
+        assert s.query_params["join"] == code and s.query_params["seat"] == s.session_state[classroom.SEAT]
         assert run_fragment(s, poll) == 0                                             # followed: idle again
-    s.toggle(key=C.FOLLOW_TOGGLE).set_value(False).run()
+    s.toggle(key=classroom.FOLLOW_TOGGLE).set_value(False).run()
     t.button(key="class_next").click().run()
-    assert run_fragment(s, poll) == 0 and s.session_state[C.STEP] == 2                # not following: stays
+    assert run_fragment(s, poll) == 0 and s.session_state[classroom.STEP] == 2                # not following: stays
 
 
 def test_a_student_explores_alone_and_comes_back_with_one_click():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code)
-    s.toggle(key=C.FOLLOW_TOGGLE).set_value(False).run()
+    s.toggle(key=classroom.FOLLOW_TOGGLE).set_value(False).run()
     t.button(key="class_next").click().run()
     s.run()
-    assert s.session_state[C.STEP] == 0 and C.store().state(code).step == 1        # not following: stays
+    assert s.session_state[classroom.STEP] == 0 and classroom.store().state(code).step == 1        # not following: stays
     assert s.session_state["text"] == LESSON.steps[0].view["text"]
     s.button(key="class_back").click().run()
-    assert on_page(s) == LESSON.steps[1].page and s.toggle(key=C.FOLLOW_TOGGLE).value
+    assert on_page(s) == LESSON.steps[1].page and s.toggle(key=classroom.FOLLOW_TOGGLE).value
 
 
 def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each_guess():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     students = [student(code, f"s{i}") for i in range(3)]
     for _ in range(QUESTION):
         t.button(key="class_next").click().run()
@@ -120,7 +121,7 @@ def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each
     ids = bundle.tokenizer.encode(step.view["text"])
     probs = torch.softmax(bundle.model.run(ids)["logits"][0, step.view["token"]].double(), -1)
     answer = bundle.tokenizer.vocab[int(probs.argmax())]
-    options = sorted(bundle.tokenizer.vocab[int(i)] for i in probs.topk(L.OPTIONS).indices)
+    options = sorted(bundle.tokenizer.vocab[int(i)] for i in probs.topk(questions.OPTIONS).indices)
     guesses = [answer, options[0] if options[0] != answer else options[1], answer]
     for s, guess in zip(students, guesses):
         s.run()
@@ -131,53 +132,54 @@ def test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each
         assert "You can change it until the teacher reveals" in page_text(s)
     t.run()
     assert any("**3 of 3** answered" in m for m in t.markdown.values), t.markdown.values
-    assert C.store().tally(code, QUESTION) == {answer: 2, guesses[1]: 1}
+    assert classroom.store().tally(code, QUESTION) == {answer: 2, guesses[1]: 1}
     t.button(key="class_reveal").click().run()
-    assert f"The model's answer: “{answer}” ({C.percent(float(probs.max()))})" in page_text(t)
+    shown = escape(percent(float(probs.max())))                                      # 99.9%, not 100%
+    assert f"The model's answer:** “{answer}” ({shown}). **2 of 3 right ({percent(2 / 3)}).**" in page_text(t)
     for s, guess in zip(students, guesses):
         s.run()
         text = page_text(s)
-        assert f"The model's answer:** “{answer}” ({C.percent(float(probs.max()))})" in text      # 99.9%, not 100%
+        assert f"The model's answer:** “{answer}” ({shown})" in text
         assert f"Your guess:** “{guess}”" in text and (("right!" in text) == (guess == answer))
         assert not [r for r in s.radio if r.key == f"class_answer_{QUESTION}"]      # answers closed
-    assert not C.store().answer(code, students[0].session_state[C.SEAT], QUESTION, guesses[1])
+    assert not classroom.store().answer(code, students[0].session_state[classroom.SEAT], QUESTION, guesses[1])
 
 
 def test_a_student_cannot_move_the_class_and_a_bad_code_gets_a_clear_message():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code)
     assert not [b for b in s.button if b.key in ("class_next", "class_previous", "class_reveal")]
     with pytest.raises(WrongKey):
-        C.store().move(code, s.session_state[C.SEAT], 2)
-    assert C.store().state(code).step == 0
+        classroom.store().move(code, s.session_state[classroom.SEAT], 2)
+    assert classroom.store().state(code).step == 0
     lost = student("NOPE42")
-    assert lost.session_state.get(C.ROLE) is None
+    assert lost.session_state.get(classroom.ROLE) is None
     assert "There is no class with the code NOPE42" in page_text(lost)
 
 
 def test_a_reloaded_student_finds_their_seat_and_answer_again():
     t = teacher()
-    code = t.session_state[C.CODE]
+    code = t.session_state[classroom.CODE]
     s = student(code, "Ada")
-    seat = s.session_state[C.SEAT]
+    seat = s.session_state[classroom.SEAT]
     again = class_page(join=code, seat=seat)                     # the same URL in a new session
-    assert again.session_state[C.ROLE] == "student" and again.session_state[C.SEAT] == seat
-    assert C.store().names(code) == ["Ada"]
+    assert again.session_state[classroom.ROLE] == "student" and again.session_state[classroom.SEAT] == seat
+    assert classroom.store().names(code) == ["Ada"]
 
 
 def test_alone_a_student_walks_a_lesson_with_next_and_previous():
     at = class_page()
     at.selectbox(key="class_lesson").set_value("from-words-to-a-forecast").run()
     at.button(key="class_alone").click().run()
-    lesson = L.ready_lessons()["from-words-to-a-forecast"]
+    lesson = lessons.ready_lessons()["from-words-to-a-forecast"]
     for n, step in enumerate(lesson.steps):
         assert not at.exception and on_page(at) == step.page, n
         assert f"step {n + 1} of {len(lesson.steps)}" in page_text(at)
         if n + 1 < len(lesson.steps):
             at.button(key="class_next").click().run()
     at.button(key="class_leave").click().run()
-    assert at.session_state.get(C.ROLE) is None
+    assert at.session_state.get(classroom.ROLE) is None
 
 
 def test_a_teacher_builds_a_lesson_from_the_views_they_visit_edits_it_and_shares_it_as_a_file_and_a_link():
@@ -202,15 +204,15 @@ def test_a_teacher_builds_a_lesson_from_the_views_they_visit_edits_it_and_shares
                                          "added_rows": [], "deleted_rows": []}
     at.run()
     [link] = [c.value for c in at.code if "/class?lesson=" in c.value]          # "Copy a link to this lesson"
-    lesson = L.from_link(link.split("lesson=", 1)[1])
+    lesson = lessons.from_link(link.split("lesson=", 1)[1])
     assert lesson.title == "My heads" and [s.tab for s in lesson.steps] == ["what-if", "who-looks"]
     what_if, who = lesson.steps
     assert who.note == "Ask first!" and who.view == {"model": "tinytales", "text":
                                                      "the dog chased the cat because it was hungry",
                                                      "layer": 1, "head": 1, "token": 6}
     assert what_if.fields == {"what-if": "scaling"}
-    assert L.file_name(lesson) == "lesson-my-heads.json"
-    link = L.as_link(lesson)
+    assert lessons.file_name(lesson) == "lesson-my-heads.json"
+    link = lessons.as_link(lesson)
     again = class_page(lesson=link)                       # the lesson's link opens it on the class page
     assert again.selectbox(key="class_lesson").value == "mine" and again.text_input(key="lesson_title").value == "My heads"
     bad = class_page(lesson=link[:-8] + "AAAAAAAA")

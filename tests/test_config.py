@@ -23,8 +23,8 @@ def test_the_settings_community_cloud_forces_are_the_apps_own():
     assert {name: setting(name) for name in CLOUD_FORCES} == CLOUD_FORCES
 
 
-def test_source_files_are_polled_not_watched_with_inotify_over_the_apps_folder_and_its_venv():
-    assert setting("server.fileWatcherType") == "poll"
+def test_no_file_watcher_stalls_the_server_for_every_session_when_a_page_imports_a_module():
+    assert setting("server.fileWatcherType") == "none"
 
 
 def test_the_test_server_is_started_with_nothing_but_where_to_listen():

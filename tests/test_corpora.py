@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from model import corpora as C
+from model import corpora
 from model.corpora import (PROBE_SEED, REVERSAL_TEST_SEED, ROSES, TINY_TALES_WORDS, TRAIN_SEED, digit_reversal,
                            digit_reversal_examples, digit_sorting, digit_sorting_examples, roses_text, tiny_tales, tiny_tales_probes, user_text)
 
@@ -17,23 +17,23 @@ def one_of(words):
     return "(?:" + "|".join(sorted(words)) + ")"
 
 
-ADJ, PADJ = one_of(C.ADJECTIVES), one_of(C.PLACE_ADJECTIVES)
-SG, PL = one_of(C.ANIMALS), one_of(C.ANIMALS.values())
+ADJ, PADJ = one_of(corpora.ADJECTIVES), one_of(corpora.PLACE_ADJECTIVES)
+SG, PL = one_of(corpora.ANIMALS), one_of(corpora.ANIMALS.values())
 NP = {False: f"(?:the|a) (?:{ADJ} )?{SG}", True: f"(?:the|some) (?:{ADJ} )?{PL}"}
-PLACE = f"(?:(?:the|a) (?:{PADJ} )?{one_of(C.PLACES)}|(?:the|some) (?:{PADJ} )?{one_of(C.PLACES.values())})"
-FEEL = one_of(C.FEELINGS)
+PLACE = f"(?:(?:the|a) (?:{PADJ} )?{one_of(corpora.PLACES)}|(?:the|some) (?:{PADJ} )?{one_of(corpora.PLACES.values())})"
+FEEL = one_of(corpora.FEELINGS)
 ANY_NP = f"(?:{NP[False]}|{NP[True]})"
 ATTRACTOR = f"the (?:{ADJ} )?(?:{SG}|{PL})"
-NAME = one_of(C.NAMES["girl"] + C.NAMES["boy"])
+NAME = one_of(corpora.NAMES["girl"] + corpora.NAMES["boy"])
 GRAMMAR = {
     "agreement": f"(?:{NP[False]} (?:is|was)|{NP[True]} (?:are|were)) {FEEL} \\.",
-    "across": f"(?:{NP[False]} {one_of(C.WITH)} {ATTRACTOR} (?:is|was)|"
-              f"{NP[True]} {one_of(C.WITH)} {ATTRACTOR} (?:are|were)) {FEEL} \\.",
-    "because": f"(?:{NP[False]} {one_of(C.RESTING)} {one_of(C.AT)} {PLACE} because it was|"
-               f"{NP[True]} {one_of(C.RESTING)} {one_of(C.AT)} {PLACE} because they were) {FEEL} \\.",
-    "chase": f"{ANY_NP} {one_of(C.DOING)} {ANY_NP} \\.",
+    "across": f"(?:{NP[False]} {one_of(corpora.WITH)} {ATTRACTOR} (?:is|was)|"
+              f"{NP[True]} {one_of(corpora.WITH)} {ATTRACTOR} (?:are|were)) {FEEL} \\.",
+    "because": f"(?:{NP[False]} {one_of(corpora.RESTING)} {one_of(corpora.AT)} {PLACE} because it was|"
+               f"{NP[True]} {one_of(corpora.RESTING)} {one_of(corpora.AT)} {PLACE} because they were) {FEEL} \\.",
+    "chase": f"{ANY_NP} {one_of(corpora.DOING)} {ANY_NP} \\.",
     "named": f"there was a (?:girl|boy) named ({NAME}) \\. \\1 (?:was {FEEL}|liked the {SG}|saw a {SG}|"
-             f"sat on the {one_of(C.PLACES)}) \\.",
+             f"sat on the {one_of(corpora.PLACES)}) \\.",
 }
 
 
@@ -58,10 +58,10 @@ def stories(text):
 
 
 def is_plural(noun):
-    return noun in C.ANIMALS.values() or noun in C.PLACES.values()
+    return noun in corpora.ANIMALS.values() or noun in corpora.PLACES.values()
 
 
-SINGULAR = {plural: noun for noun, plural in C.ANIMALS.items()} | {noun: noun for noun in C.ANIMALS}
+SINGULAR = {plural: noun for noun, plural in corpora.ANIMALS.items()} | {noun: noun for noun in corpora.ANIMALS}
 
 
 # --- small corpora ----------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def test_across_phrase_attractor_has_the_other_number_about_half_the_time():
     across = [s.split() for s in stories(TALES) if kind_of(s) == "across"]
     other = 0
     for words in across:
-        k = next(i for i, w in enumerate(words) if w in C.WITH)
+        k = next(i for i, w in enumerate(words) if w in corpora.WITH)
         subject, attractor = words[k - 1], words[-4]
         assert attractor in SINGULAR
         other += is_plural(subject) != is_plural(attractor)
@@ -216,7 +216,7 @@ def test_name_probes_copy_the_earlier_name():
     boys = 0
     for p in PROBES["names"]:
         words = p.prefix.split()
-        assert words[-2] == p.good and p.bad in C.NAMES[words[3]]
+        assert words[-2] == p.good and p.bad in corpora.NAMES[words[3]]
         boys += words[3] == "boy"
     assert boys == 100
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer.steps import attention as A
-from explorer import discoveries as D
-from explorer.app import discover
-from explorer.steps import positions as P
-from explorer.steps import whatif as W
+from explorer.steps import attention
+from explorer import discoveries
+from explorer.app import cache, discover
+from explorer.steps import positions
+from explorer.steps import whatif
 from explorer.registry import BY_SLUG, DISCOVER, neighbours
 from explorer.lab.training import PRESETS, new_run
 from explorer.view import quote
@@ -31,14 +31,14 @@ def tinytales():
 
 @pytest.fixture(scope="module")
 def cards(tinytales):
-    return {card.key: card for card in D.discoveries(tinytales, "tinytales")}
+    return {card.key: card for card in discoveries.discoveries(tinytales, "tinytales")}
 
 
 # --- independent recomputation: one sentence at a time ------------------------------------------------
 
 
 def probes(kind):
-    return tiny_tales_probes(D.N_PROBES)[kind]
+    return tiny_tales_probes(discoveries.N_PROBES)[kind]
 
 
 def pattern_of(bundle, words, layer, head):
@@ -116,7 +116,7 @@ def test_the_pronoun_head_is_the_one_that_looks_most_from_it_or_they_to_the_subj
     assert (card.facts["layer"], card.facts["head"]) == (layer, head)
     assert card.facts["n"] == len(probes("pronoun"))
     assert card.facts["mean"] == pytest.approx(float(scores[layer, head]), abs=1e-5)
-    words = D.PRONOUN_SENTENCE.split()
+    words = discoveries.PRONOUN_SENTENCE.split()
     query = words.index("it")
     row = pattern_of(tinytales, words, layer, head)[query, : query + 1]
     top = int(row.argmax())
@@ -127,7 +127,7 @@ def test_the_pronoun_head_is_the_one_that_looks_most_from_it_or_they_to_the_subj
     l2, h2 = divmod(int(second.indices[1]), scores.shape[1])
     assert f"next: layer {l2}, head {h2} with {float(second.values[1]):.2f}" in card.reveal
     assert f"layer {layer}, head {head}" in card.story and card.answer not in card.story.split("“it”")[-1]
-    assert card.target == D.Target("attention", "tinytales", D.PRONOUN_SENTENCE, layer, head, query, "who-looks")
+    assert card.target == discoveries.Target("attention", "tinytales", discoveries.PRONOUN_SENTENCE, layer, head, query, "who-looks")
 
 
 def test_the_knockout_head_hurts_the_choice_of_it_or_they_most(tinytales, cards):
@@ -137,18 +137,18 @@ def test_the_knockout_head_hurts_the_choice_of_it_or_they_most(tinytales, cards)
     assert (card.facts["layer"], card.facts["head"]) == (layer, head)
     assert card.facts["drop"] == pytest.approx(float(drops[layer, head]), abs=1e-4)
     vocab = tinytales.tokenizer.vocab
-    before = next_probs(tinytales, D.KNOCKOUT_SENTENCE)
-    after = next_probs(tinytales, D.KNOCKOUT_SENTENCE, edits.knock_out_head(layer, head))
+    before = next_probs(tinytales, discoveries.KNOCKOUT_SENTENCE)
+    after = next_probs(tinytales, discoveries.KNOCKOUT_SENTENCE, edits.knock_out_head(layer, head))
     b, a = int(before.argmax()), int(after.argmax())
     assert card.answer == vocab[a]
     assert f"predicts “{vocab[b]}” at **{float(before[b]):.2f}**" in card.reveal
     assert f"“{vocab[a]}” at **{float(after[a]):.2f}**" in card.reveal
     assert f"by **{float(drops[layer, head]):.2f}** on average" in card.reveal
-    words = D.KNOCKOUT_SENTENCE.split()
+    words = discoveries.KNOCKOUT_SENTENCE.split()
     looks = pattern_of(tinytales, words, layer, head)[len(words) - 1, 1]         # "because" -> "cats"
     assert f"**{float(looks):.2f}** of its attention on “cats”" in card.reveal
-    assert card.target.section == A.SECTIONS[4] and card.target.token == len(words) - 1
-    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == W.knock_out_head(layer, head)
+    assert card.target.section == attention.SECTIONS[4] and card.target.token == len(words) - 1
+    assert attention.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == whatif.knock_out_head(layer, head)
 
 
 def test_the_agreement_head_carries_the_subject_across_the_phrase(tinytales, cards):
@@ -157,18 +157,18 @@ def test_the_agreement_head_carries_the_subject_across_the_phrase(tinytales, car
     layer, head = argmax2(scores)
     assert (card.facts["layer"], card.facts["head"]) == (layer, head)
     tok = tinytales.tokenizer
-    p = next_probs(tinytales, D.AGREEMENT_SENTENCE)
+    p = next_probs(tinytales, discoveries.AGREEMENT_SENTENCE)
     plural = float(p[tok.encode("are")[0]] + p[tok.encode("were")[0]])
     singular = float(p[tok.encode("is")[0]] + p[tok.encode("was")[0]])
-    knocked = next_probs(tinytales, D.AGREEMENT_SENTENCE, edits.knock_out_head(layer, head))
+    knocked = next_probs(tinytales, discoveries.AGREEMENT_SENTENCE, edits.knock_out_head(layer, head))
     k_plural = float(knocked[tok.encode("are")[0]] + knocked[tok.encode("were")[0]])
-    weight = float(pattern_of(tinytales, D.AGREEMENT_SENTENCE.split(), layer, head)[4, 1])     # dog -> cats
+    weight = float(pattern_of(tinytales, discoveries.AGREEMENT_SENTENCE.split(), layer, head)[4, 1])     # dog -> cats
     assert f"**{plural:.2f}** to the plural verbs" in card.reveal and f"**{singular:.2f}** to “is”" in card.reveal
     assert f"**{weight:.2f}** of “dog”'s attention on “cats”" in card.reveal
     assert f"it puts **{float(scores[layer, head]):.2f}** on the subject" in card.reveal
     assert f"plural verbs get **{k_plural:.2f}**" in card.reveal
-    assert card.answer == D.AGREEMENT_OPTIONS[0 if plural > singular else 1]
-    assert card.target.token == 4 and card.target.section == A.SECTIONS[2]
+    assert card.answer == discoveries.AGREEMENT_OPTIONS[0 if plural > singular else 1]
+    assert card.target.token == 4 and card.target.section == attention.SECTIONS[2]
 
 
 def test_the_name_head_looks_from_the_full_stop_back_to_the_name(tinytales, cards):
@@ -176,10 +176,10 @@ def test_the_name_head_looks_from_the_full_stop_back_to_the_name(tinytales, card
     scores = mean_attention(tinytales, name_sentences())
     layer, head = argmax2(scores)
     assert (card.facts["layer"], card.facts["head"]) == (layer, head)
-    p = next_probs(tinytales, D.NAME_SENTENCE)
+    p = next_probs(tinytales, discoveries.NAME_SENTENCE)
     vocab = tinytales.tokenizer.vocab
     top = int(p.argmax())
-    weight = float(pattern_of(tinytales, D.NAME_SENTENCE.split(), layer, head)[6, 5])
+    weight = float(pattern_of(tinytales, discoveries.NAME_SENTENCE.split(), layer, head)[6, 5])
     assert card.answer == vocab[top] and card.answer in card.options
     assert f"predicts “{vocab[top]}” at **{float(p[top]):.2f}**" in card.reveal
     assert f"**{weight:.2f}** of the full stop's attention on “lily”" in card.reveal
@@ -189,7 +189,7 @@ def test_the_name_head_looks_from_the_full_stop_back_to_the_name(tinytales, card
 
 def test_the_order_card_recomputes_the_positions_experiment(tinytales, cards):
     card = cards["positions"]
-    a, b = P.DEFAULT_PAIR
+    a, b = positions.DEFAULT_PAIR
     tok = tinytales.tokenizer
 
     def largest_difference(changes, causal):
@@ -210,13 +210,13 @@ def test_the_order_card_recomputes_the_positions_experiment(tinytales, cards):
     assert card.facts["no_positions"] == pytest.approx(no_positions, abs=1e-6) and card.facts["word"] == word
     assert f"after “{word}” still differs by **{no_positions:.4f}**" in card.reveal
     assert f"largest difference is **{bag:.4f}**" in card.reveal and bag < 1e-4
-    assert card.answer == D.POSITION_OPTIONS[0]
-    assert card.target.section == P.SECTIONS[4] and dict(card.target.state)["positions_sentence_b"] == b
+    assert card.answer == discoveries.POSITION_OPTIONS[0]
+    assert card.target.section == positions.SECTIONS[4] and dict(card.target.state)["positions_sentence_b"] == b
 
 
 def test_the_scaling_card_measures_sharper_attention_without_the_square_root(tinytales, cards):
     card = cards["scaling"]
-    ids = tinytales.tokenizer.encode(D.PRONOUN_SENTENCE)
+    ids = tinytales.tokenizer.encode(discoveries.PRONOUN_SENTENCE)
     model = tinytales.model
     before, after = model.run(ids), model.run(ids, edits=edits.remove_scaling(model.cfg))
     tops = {}
@@ -227,40 +227,40 @@ def test_the_scaling_card_measures_sharper_attention_without_the_square_root(tin
     assert f"**{mean_before:.2f}** on average" in card.reveal and f"without √K it is **{mean_after:.2f}**" in card.reveal
     layer, head = argmax2(tops["after"] - tops["before"])
     assert (card.target.layer, card.target.head) == (layer, head)
-    assert card.answer == D.SCALING_OPTIONS[0] and mean_after > mean_before
+    assert card.answer == discoveries.SCALING_OPTIONS[0] and mean_after > mean_before
     change = (torch.softmax(after["logits"][0].double(), -1) - torch.softmax(before["logits"][0].double(), -1)).abs()
     token = int(change.max(-1).values.argmax())
     assert card.target.token == token and f"at most **{float(change[token].max()):.2f}**" in card.reveal
     assert f"√K = √{model.cfg.d_head} = {model.cfg.d_head ** 0.5:g}" in card.story
-    assert A.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == W.REMOVE_SCALING
+    assert attention.experiments(layer, head)[dict(card.target.state)["attention_whatif"]] == whatif.REMOVE_SCALING
 
 
 def test_the_diverging_card_reports_a_real_run_of_the_preset():
-    assert D.DIVERGING in PRESETS, "the training lab's diverging preset"
-    outcome = D.lab_outcome(D.DIVERGING)
-    run = new_run(PRESETS[D.DIVERGING][1], "check")              # the lab's own run, step by step
+    assert discoveries.DIVERGING in PRESETS, "the training lab's diverging preset"
+    outcome = discoveries.lab_outcome(discoveries.DIVERGING)
+    run = new_run(PRESETS[discoveries.DIVERGING][1], "check")              # the lab's own run, step by step
     losses = []
-    while run.trainer.divergence is None and run.trainer.steps_done < D.MAX_LAB_STEPS:
+    while run.trainer.divergence is None and run.trainer.steps_done < discoveries.MAX_LAB_STEPS:
         metrics = run.trainer.step(1)
         if metrics is not None:
             losses.append(metrics.loss)
     assert run.trainer.divergence is not None and outcome.diverged_at == run.trainer.divergence.step
-    card = D.diverging_card(outcome)
-    assert card.answer == D.LAB_OPTIONS[2]
+    card = discoveries.diverging_card(outcome)
+    assert card.answer == discoveries.LAB_OPTIONS[2]
     assert f"started at **{losses[0]:.2f}**" in card.reveal and f"as high as **{max(losses):.2f}**" in card.reveal
     assert f"**{run.trainer.divergence.loss:.2f}** at step **{run.trainer.divergence.step}**" in card.reveal
-    fast = PRESETS[D.DIVERGING][1].train
+    fast = PRESETS[discoveries.DIVERGING][1].train
     assert f"learning rate of **{fast.lr:g}**" in card.story
-    assert f"learning rate of {PRESETS[D.USUAL][1].train.lr:g}." in card.story
+    assert f"learning rate of {PRESETS[discoveries.USUAL][1].train.lr:g}." in card.story
     assert ("no warm-up" in card.story) == (fast.warmup == 0)
     assert ("no gradient clipping" in card.story) == (not fast.grad_clip)
-    assert ("the same model" in card.story) == (PRESETS[D.DIVERGING][1].model == PRESETS[D.USUAL][1].model)
-    assert D.diverging_card().reveal == "" and D.diverging_card().target.preset == D.DIVERGING
+    assert ("the same model" in card.story) == (PRESETS[discoveries.DIVERGING][1].model == PRESETS[discoveries.USUAL][1].model)
+    assert discoveries.diverging_card().reveal == "" and discoveries.diverging_card().target.preset == discoveries.DIVERGING
 
 
 def test_without_the_preset_the_diverging_card_says_so(monkeypatch):
-    monkeypatch.delitem(PRESETS, D.DIVERGING)
-    card = D.diverging_card()
+    monkeypatch.delitem(PRESETS, discoveries.DIVERGING)
+    card = discoveries.diverging_card()
     assert card.target is None and "no “diverging” preset" in card.story
 
 
@@ -284,9 +284,9 @@ def permute_heads(bundle: Bundle, layer: int, order: list[int]) -> Bundle:
 def test_renumbering_the_heads_moves_every_discovered_head_with_them(tinytales, cards):
     order = [0, 2, 1, 3]                                          # swap heads 1 and 2 of layer 1
     permuted = permute_heads(tinytales, 1, order)
-    ids = tinytales.tokenizer.encode(D.PRONOUN_SENTENCE)
+    ids = tinytales.tokenizer.encode(discoveries.PRONOUN_SENTENCE)
     assert torch.allclose(permuted.model.run(ids)["logits"], tinytales.model.run(ids)["logits"], atol=1e-5)
-    moved = {card.key: card for card in D.discoveries(permuted, "renumbered")}
+    moved = {card.key: card for card in discoveries.discoveries(permuted, "renumbered")}
     for key in ("pronoun", "knockout", "agreement", "names"):
         layer, head = cards[key].facts["layer"], cards[key].facts["head"]
         expected = (layer, order.index(head)) if layer == 1 else (layer, head)
@@ -298,7 +298,7 @@ def test_renumbering_the_heads_moves_every_discovered_head_with_them(tinytales, 
 def test_a_model_with_fresh_weights_gets_its_own_recomputed_heads(tinytales, cards):
     torch.manual_seed(7)
     fresh = Bundle(TransformerLM(tinytales.model.cfg).eval(), tinytales.tokenizer, {})
-    found = {card.key: card for card in D.discoveries(fresh, "fresh")}
+    found = {card.key: card for card in discoveries.discoveries(fresh, "fresh")}
     expected = {"pronoun": argmax2(mean_attention(fresh, pronoun_sentences())),
                 "agreement": argmax2(mean_attention(fresh, agreement_sentences())),
                 "names": argmax2(mean_attention(fresh, name_sentences())),
@@ -306,7 +306,7 @@ def test_a_model_with_fresh_weights_gets_its_own_recomputed_heads(tinytales, car
     for key, head in expected.items():
         assert (found[key].facts["layer"], found[key].facts["head"]) == head, key
     assert any(head != (cards[k].facts["layer"], cards[k].facts["head"]) for k, head in expected.items())
-    words = D.PRONOUN_SENTENCE.split()
+    words = discoveries.PRONOUN_SENTENCE.split()
     layer, head = expected["pronoun"]
     row = pattern_of(fresh, words, layer, head)[6, :7]
     assert f"**{float(row.max()):.2f}** of “it”'s attention on “{words[int(row.argmax())]}”" in found["pronoun"].reveal
@@ -314,7 +314,7 @@ def test_a_model_with_fresh_weights_gets_its_own_recomputed_heads(tinytales, car
 
 def test_a_model_that_cannot_read_tiny_tales_has_no_cards():
     roses = load_bundled("roses")
-    assert not D.reads_tiny_tales(roses) and D.discoveries(roses, "roses") == []
+    assert not discoveries.reads_tiny_tales(roses) and discoveries.discoveries(roses, "roses") == []
 
 
 def test_the_discoveries_page_is_outside_the_walk_through():
@@ -340,7 +340,7 @@ def test_the_page_shows_every_card_with_a_question_and_no_answer_yet(tinytales, 
     at = open_page("discoveries")
     assert not at.exception
     titles = [s.value for s in at.subheader]
-    for card in [*cards.values(), D.diverging_card()]:
+    for card in [*cards.values(), discoveries.diverging_card()]:
         assert card.title in titles
         assert radio(at, card.key).value is None
         assert at.button(key=f"discovery_reveal_{card.key}").disabled         # guess first
@@ -376,7 +376,7 @@ def test_show_me_opens_who_looks_at_whom_on_the_named_head_and_token(tinytales, 
     assert state["_page"] == "attention" and state["model"] == "tinytales" and state["text"] == card.target.text
     assert (state["layer"], state["head"], state["token"]) == (card.facts["layer"], card.facts["head"],
                                                               card.facts["query"])
-    assert state["section_attention"] == A.SECTIONS[2]
+    assert state["section_attention"] == attention.SECTIONS[2]
     assert f"Who attends to whom: layer {card.facts['layer']}, head {card.facts['head']}" in page_text(at)
     words = card.target.text.split()
     assert f"puts **{card.facts['weight']:.2f}** of its attention on “{words[card.facts['key']]}”" in page_text(at)
@@ -405,10 +405,10 @@ def test_show_me_on_the_scaling_card_opens_the_what_if_without_the_square_root(c
     guess_and_reveal(at, "scaling")
     at.button(key="discovery_show_scaling").click().run()
     assert not at.exception and at.session_state["_page"] == "attention"
-    assert A.experiments(0, 0)[at.radio(key="attention_whatif").value] == W.REMOVE_SCALING
+    assert attention.experiments(0, 0)[at.radio(key="attention_whatif").value] == whatif.REMOVE_SCALING
     assert at.session_state["token"] == card.target.token
     change = card.facts["change"]
-    said = (f"largest change of any word's probability is **{change:.2f}**" if change >= W.VISIBLE else
+    said = (f"largest change of any word's probability is **{change:.2f}**" if change >= whatif.VISIBLE else
             f"That changes little: no word's probability moves by more than **{math.ceil(change * 1000) / 1000:.3f}**")
     assert said in page_text(at)
 
@@ -419,8 +419,8 @@ def test_show_me_on_the_order_card_opens_the_positions_what_if_with_both_sentenc
     guess_and_reveal(at, "positions")
     at.button(key="discovery_show_positions").click().run()
     assert not at.exception and at.session_state["_page"] == "positions"
-    assert at.session_state["section_positions"] == P.SECTIONS[4]
-    a, b = P.DEFAULT_PAIR
+    assert at.session_state["section_positions"] == positions.SECTIONS[4]
+    a, b = positions.DEFAULT_PAIR
     assert at.text_input(key="positions_sentence_a").value == a and at.text_input(key="positions_sentence_b").value == b
     assert f"differ, by up to **{card.facts['no_positions']:.4f}**" in page_text(at)
 
@@ -432,27 +432,27 @@ def sidebar_view(at) -> tuple:
 @pytest.mark.parametrize("model, text", [("tinytales", "the dog ran to the old tree"), ("roses", "roses are red")])
 def test_after_show_me_one_click_brings_back_your_sentence_model_page_and_choices(cards, model, text):
     at = open_page("attention", model=model, text=text, layer=1, head=1, token=2)
-    at = show_section(at, "attention", A.SECTIONS[3])                              # the student's own tab
+    at = show_section(at, "attention", attention.SECTIONS[3])                              # the student's own tab
     assert sidebar_view(at) == (model, text)
     at.switch_page("pages/discoveries.py").run()
     assert not [b for b in at.button if b.key == "discovery_back"]                 # nothing to go back to yet
     guess_and_reveal(at, "pronoun")
     at.button(key="discovery_show_pronoun").click().run()
     assert at.session_state["_page"] == "attention"
-    assert sidebar_view(at) == ("tinytales", D.PRONOUN_SENTENCE) != (model, text)  # the discovery's sentence
+    assert sidebar_view(at) == ("tinytales", discoveries.PRONOUN_SENTENCE) != (model, text)  # the discovery's sentence
     back = at.button(key="discovery_back")
     assert back.label == f"Back to your sentence: “{text}”"
     assert at.button[0].key == "discovery_back"                                    # the first button of the page
     guess_and_reveal(at.switch_page("pages/discoveries.py").run(), "names")      # a second jump keeps yours
     at.button(key="discovery_show_names").click().run()
-    assert sidebar_view(at) == ("tinytales", D.NAME_SENTENCE)
+    assert sidebar_view(at) == ("tinytales", discoveries.NAME_SENTENCE)
     at.button(key="discovery_back").click().run()
     assert not at.exception and at.session_state["_page"] == "discoveries"          # the page you were on
     assert sidebar_view(at) == (model, text) and at.session_state["view"].text == text
     assert not [b for b in at.button if b.key == "discovery_back"]                 # back home: no more way back
     at.switch_page("pages/attention.py").run()
     state = at.session_state
-    assert (state["layer"], state["head"], state["token"], state["section_attention"]) == (1, 1, 2, A.SECTIONS[3])
+    assert (state["layer"], state["head"], state["token"], state["section_attention"]) == (1, 1, 2, attention.SECTIONS[3])
 
 
 def test_the_way_back_is_dropped_once_you_type_a_sentence_of_your_own():
@@ -476,23 +476,24 @@ def test_a_sentence_with_markdown_is_shown_as_text_on_the_way_back():
 
 def test_the_learning_rate_card_trains_its_run_in_the_background_before_the_reveal():
     at = open_page("discoveries")                      # no reveal yet: showing the card starts the run
-    started = discover._OUTCOMES[D.DIVERGING]
-    outcome = started.result(timeout=120)
-    assert outcome == D.lab_outcome(D.DIVERGING)       # the preset's real run, seed 0
-    guess_and_reveal(at, "diverging", D.LAB_OPTIONS[2])
-    assert discover._OUTCOMES[D.DIVERGING] is started  # the reveal reads it, trains nothing more
+    background = cache.stores().background
+    key = (f"{discoveries.lab_outcome.__module__}.{discoveries.lab_outcome.__qualname__}", (discoveries.DIVERGING,))
+    outcome = background.get(key, lambda: pytest.fail("showing the card did not start its run"))   # waits for it
+    assert outcome == discoveries.lab_outcome(discoveries.DIVERGING)       # the preset's real run, seed 0
+    guess_and_reveal(at, "diverging", discoveries.LAB_OPTIONS[2])
+    assert background.get(key, lambda: pytest.fail("trained again")) is outcome    # the reveal reads it
     assert f"reached **{outcome.final_loss:.2f}** at step **{outcome.diverged_at}**" in page_text(at)
 
 
 def test_show_me_on_the_learning_rate_card_opens_the_lab_with_the_diverging_preset():
     at = open_page("discoveries")
-    guess_and_reveal(at, "diverging", D.LAB_OPTIONS[2])
+    guess_and_reveal(at, "diverging", discoveries.LAB_OPTIONS[2])
     assert "Your guess was right." in page_text(at)
     at.button(key="discovery_show_diverging").click().run()
     assert not at.exception and at.session_state["_page"] == "training"
-    assert at.selectbox(key="lab_preset").value == D.DIVERGING
-    assert at.session_state["lab_lr"] == PRESETS[D.DIVERGING][1].train.lr
-    assert PRESETS[D.DIVERGING][0] in page_text(at)
+    assert at.selectbox(key="lab_preset").value == discoveries.DIVERGING
+    assert at.session_state["lab_lr"] == PRESETS[discoveries.DIVERGING][1].train.lr
+    assert PRESETS[discoveries.DIVERGING][0] in page_text(at)
 
 
 def test_a_model_trained_in_this_session_gets_its_own_heads_on_the_page(tinytales):
@@ -534,32 +535,32 @@ def test_presenter_mode_and_hostile_links_leave_the_page_working():
     assert not plotly_figures(at)
 
 
-def test_the_readme_table_states_what_the_search_finds(cards):
+def test_the_teachers_guide_table_states_what_the_search_finds(cards):
     from conftest import ROOT
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Discoveries\n", 1)[1].split("\n## ", 1)[0]
+    guide = (ROOT / "docs/teaching.md").read_text()
+    section = guide.split("## Discoveries\n", 1)[1].split("\n## ", 1)[0]
     f = {key: card.facts for key, card in cards.items()}
     expected = [
-        f"on {D.N_PROBES} probe sentences",
-        f"layer {f['pronoun']['layer']}, head {f['pronoun']['head']}: \"it\" in \"{D.PRONOUN_SENTENCE}\" puts "
+        f"on {discoveries.N_PROBES} probe sentences",
+        f"layer {f['pronoun']['layer']}, head {f['pronoun']['head']}: \"it\" in \"{discoveries.PRONOUN_SENTENCE}\" puts "
         f"{f['pronoun']['weight']:.2f} of its attention on \"{cards['pronoun'].answer}\"",
-        f"layer {f['knockout']['layer']}, head {f['knockout']['head']}: knocked out, \"{D.KNOCKOUT_SENTENCE}\" is "
+        f"layer {f['knockout']['layer']}, head {f['knockout']['head']}: knocked out, \"{discoveries.KNOCKOUT_SENTENCE}\" is "
         f"followed by \"{f['knockout']['after']}\" ({f['knockout']['p_after']:.2f}) instead of "
         f"\"{f['knockout']['before']}\" ({f['knockout']['p_before']:.2f})",
-        f"layer {f['agreement']['layer']}, head {f['agreement']['head']}: \"dog\" in \"{D.AGREEMENT_SENTENCE}\" puts "
+        f"layer {f['agreement']['layer']}, head {f['agreement']['head']}: \"dog\" in \"{discoveries.AGREEMENT_SENTENCE}\" puts "
         f"{f['agreement']['weight']:.2f} on \"cats\"; plural verbs get {f['agreement']['p_plural']:.2f}, "
         f"{f['agreement']['knocked_plural']:.2f} with the head knocked out",
-        f"layer {f['names']['layer']}, head {f['names']['head']}: the full stop of \"{D.NAME_SENTENCE}\" puts "
+        f"layer {f['names']['layer']}, head {f['names']['head']}: the full stop of \"{discoveries.NAME_SENTENCE}\" puts "
         f"{f['names']['weight']:.2f} on \"lily\"; the model predicts \"{f['names']['top']}\" at {f['names']['p_top']:.2f}",
         f"still differ by {f['positions']['no_positions']:.4f} (the mask); with the mask lifted too, "
         f"{f['positions']['bag']:.4f}",
         f"rises from {f['scaling']['mean_before']:.2f} to {f['scaling']['mean_after']:.2f} on average; "
         f"layer {f['scaling']['layer']}, head {f['scaling']['head']} sharpens most",
-        f"(SGD at {PRESETS[D.DIVERGING][1].train.lr:.1f}) blows up at step {D.lab_outcome(D.DIVERGING).diverged_at}",
+        f"(SGD at {PRESETS[discoveries.DIVERGING][1].train.lr:.1f}) blows up at step {discoveries.lab_outcome(discoveries.DIVERGING).diverged_at}",
     ]
     for claim in expected:
         assert claim in section, claim
-    assert PRESETS[D.DIVERGING][1].train.optimizer == "sgd"
+    assert PRESETS[discoveries.DIVERGING][1].train.optimizer == "sgd"
 
 
 def test_the_scaling_card_shows_the_heads_pattern_with_and_without_the_square_root(tinytales, cards):
@@ -569,7 +570,7 @@ def test_the_scaling_card_shows_the_heads_pattern_with_and_without_the_square_ro
     assert not plotly_figures(at)                                  # no chart before the reveal
     guess_and_reveal(at, "scaling")
     figure = figure_titled(at, f"Layer {layer} head {head}: as trained and without √K")
-    ids = tinytales.tokenizer.encode(D.PRONOUN_SENTENCE)
+    ids = tinytales.tokenizer.encode(discoveries.PRONOUN_SENTENCE)
     trained = tinytales.model.run(ids)[f"blocks.{layer}.attn.pattern"][0, head]
     unscaled = tinytales.model.run(ids, edits=edits.remove_scaling(tinytales.model.cfg))[f"blocks.{layer}.attn.pattern"]
     from conftest import decode

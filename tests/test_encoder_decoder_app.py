@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer.steps import encoder_decoder as S
+from explorer.steps import encoder_decoder
 from explorer.registry import STEPS
 from model.checkpoint import load_bundled
 from model.seq2seq import beam_search, greedy

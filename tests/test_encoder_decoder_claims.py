@@ -2,8 +2,9 @@
 written token reads, and what a what-if changed, is recomputed here from the model for several sources, and a
 source outside what the model learned is flagged beside the answer.
 
-The recomputations are written independently of explorer/seq2seq.py: the source token a French word needs comes
-from the grammar's English -> French forms (model/tasks.py), and the attention weights from the model's own run.
+The recomputations are written independently of explorer/steps/encoder_decoder.py: the source token a French word
+needs comes from the grammar's English -> French forms (model/tasks.py), and the attention weights from the model's
+own run.
 """
 import math
 

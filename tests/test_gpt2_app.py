@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
-from explorer.steps import embedding as em
+from explorer.steps import embedding as steps_embedding
 from explorer.app import models
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from explorer.plot import token_label
 from explorer.registry import STEPS
 from model.transformer import sinusoidal_table
@@ -145,7 +145,7 @@ def test_the_vocabulary_map_draws_gpt2s_first_5000_tokens_and_the_sentence_on_th
     assert "first 5,000 of 50,257 tokens" in _title(figure)
     grey = next(t for t in figure["data"] if t["name"] == "vocabulary")
     red = next(t for t in figure["data"] if t["name"] == "your sentence")
-    pca = em.pca_2d(gpt2.model.embed.tok.weight)
+    pca = steps_embedding.pca_2d(gpt2.model.embed.tok.weight)
     np.testing.assert_allclose(decode(grey["x"]), pca.coords[:5000, 0], rtol=1e-6)
     seen = list(dict.fromkeys(gpt2.tokenizer.encode(LONG)))
     assert list(decode(red["customdata"])) == seen and max(seen) > 5000     # the sentence's own, even past 5,000
@@ -179,9 +179,9 @@ def test_gpt2s_logit_lens_reads_13_stages_down_and_its_last_row_is_the_forecast(
 
 
 def test_the_bpe_page_replays_gpt2s_own_merges(gpt2):
-    from explorer.steps import tokenization as tk
+    from explorer.steps import tokenization
     tok = gpt2.tokenizer
-    assert tk.merges_note(tok, tok) == ("These are the model's own BPE merges (50,257 tokens: 256 single bytes + "
+    assert tokenization.merges_note(tok, tok) == ("These are the model's own BPE merges (50,257 tokens: 256 single bytes + "
                                         "50,000 learned merges + 1 special token).")
     at = show_section(open_page("tokenization", model="gpt2", text="Paris is the capital of France"),
                       "tokenization", "BPE merges")
@@ -228,7 +228,7 @@ def test_knocking_out_a_gpt2_head_changes_the_forecast_by_the_real_amount(gpt2):
     figure = figure_titled(at, "Next-token probabilities: before and after")
     query = at.session_state["token"]
     ids = gpt2.tokenizer.encode(LONG)
-    knocked = gpt2.model.run(ids, edits=W.knock_out_head(11, 7).edits(gpt2.model.cfg))
+    knocked = gpt2.model.run(ids, edits=whatif.knock_out_head(11, 7).edits(gpt2.model.cfg))
     after = torch.softmax(knocked["logits"][0, query], -1)
     shown = {token_label(t): i for i, t in enumerate(gpt2.tokenizer.vocab)}
     tokens = [shown[t] for t in figure["data"][1]["x"]]

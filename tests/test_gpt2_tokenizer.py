@@ -27,7 +27,6 @@ def test_known_ids(gpt2, text, ids):
 def test_the_vocabulary_is_gpt2s(gpt2):
     assert gpt2.vocab_size == VOCAB and gpt2.unk_id is None and len(gpt2.merges) == 50_000
     assert gpt2.vocab[464] == "The" and gpt2.vocab[262] == " the" and gpt2.vocab[50256] == START
-    assert gpt2.start_id == 50256
 
 
 def test_pieces_show_real_spaces_not_the_byte_alphabet(gpt2):
@@ -55,7 +54,7 @@ def test_any_unicode_comes_back_exactly(gpt2, text):
 def test_a_copy_through_its_dict_gives_the_same_ids(gpt2):
     again = tokenizer_from_dict(json.loads(json.dumps(gpt2.to_dict())))
     assert again.encode("Paris is the capital of France") == gpt2.encode("Paris is the capital of France")
-    assert again.start_id == 50256
+    assert again.vocab[50256] == START and again.encode(START) == [50256]      # its special token kept whole
 
 
 def test_added_tokens_outside_the_vocabulary_are_refused(tmp_path):

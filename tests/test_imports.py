@@ -132,3 +132,26 @@ def test_the_rules_catch_a_breach(tmp_path):
             test_a_pure_module_reaches_no_streamlit_through_another_module("explorer.steps.bad")
     finally:
         del FILES["explorer.steps.bad"], GRAPH["explorer.steps.bad"]
+
+
+def our_module_aliases(path: Path) -> list[tuple[str, str]]:
+    """(module, alias) for every `import ... as alias` of one of the project's own modules in `path`."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in PACKAGES:
+            out += [(f"{node.module}.{a.name}", a.asname) for a in node.names
+                    if a.asname and f"{node.module}.{a.name}" in FILES]               # a module, not a function
+        elif isinstance(node, ast.Import):
+            out += [(a.name, a.asname) for a in node.names if a.asname and a.name.split(".")[0] in PACKAGES]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            out += [(a.name, a.asname) for a in node.names if a.asname]
+    return out
+
+
+def test_an_alias_of_one_of_our_modules_names_that_module():
+    """`from model import attribution as model_attribution`, never `as A` (A was attention in one file and
+    attribution in another): a reader knows the module from its alias alone."""
+    paths = [*FILES.values(), *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]
+    bad = [f"{path.relative_to(ROOT)}: {module} as {alias}" for path in paths
+           for module, alias in our_module_aliases(path) if not alias.endswith(module.rsplit(".", 1)[-1])]
+    assert not bad, bad

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, vega_chart_titled
-from explorer.app import lab as lab_logic
+from explorer.app import lab as app_lab
 from explorer.lab import training
 from explorer.plot import MASKED
 from explorer.lab.training import LabSetup, MAX_RUNS, PRESETS, _TRAINER_SLOTS, check_setup, new_run
@@ -68,7 +68,7 @@ def test_pause_pressed_while_a_tick_trains_leaves_the_run_paused():
 
     def step_then_pause(n):
         metrics = step(n)
-        lab_logic.pause()                   # what the Pause button's callback does, here mid-tick
+        app_lab.pause()                   # what the Pause button's callback does, here mid-tick
         return metrics
 
     run.trainer.step = step_then_pause
@@ -280,8 +280,8 @@ def test_long_runs_tick_less_often_and_train_longer_per_tick():
     short = new_run(PRESETS["walkthrough"][1], "short")                       # 300 steps
     middle = new_run(PRESETS["tales"][1], "middle")                           # 1,500 steps
     long = new_run(PRESETS["sort (encoder-decoder)"][1], "long")              # 3,000 steps
-    assert [lab_logic.tick_every(r) for r in (short, middle, long)] == [0.6, 1.2, 2.0]
-    assert lab_logic.details_every(short) == 3.0 and lab_logic.details_every(long) == 10.0
+    assert [app_lab.tick_every(r) for r in (short, middle, long)] == [0.6, 1.2, 2.0]
+    assert app_lab.details_every(short) == 3.0 and app_lab.details_every(long) == 10.0
     for preset, interval in (("walkthrough", 0.6), ("sort (encoder-decoder)", 2.0)):
         at = lab()
         at.selectbox(key="lab_preset").set_value(preset).run()
@@ -289,19 +289,19 @@ def test_long_runs_tick_less_often_and_train_longer_per_tick():
         asked = []
         active(at).tick = lambda seconds, **_: asked.append(seconds) or True   # what the live tick asks for
         at.run()
-        assert asked and asked[-1] == pytest.approx(lab_logic.TICK_DUTY * interval)   # a third of each interval
+        assert asked and asked[-1] == pytest.approx(app_lab.TICK_DUTY * interval)   # a third of each interval
 
 
 def test_the_trainer_lets_a_script_run_with_queued_live_views_pass_once(monkeypatch):
     """Fragment reruns that queued up run together, first asked first run: the trainer does not tick while
     live views wait in the same run (they would stay greyed), but never passes twice in a row."""
     from types import SimpleNamespace
-    monkeypatch.setattr(lab_logic.st, "session_state", {})
+    monkeypatch.setattr(app_lab.st, "session_state", {})
     runs = {"full run": None, "the trainer alone": ["trainer"], "queued together": ["trainer", "progress"]}
     turns = []
     for name in ["full run", "the trainer alone", "queued together", "queued together", "queued together",
                  "the trainer alone"]:
         context = SimpleNamespace(fragment_ids_this_run=runs[name])
-        monkeypatch.setattr(lab_logic, "get_script_run_ctx", lambda **_: context)
-        turns.append(lab_logic.may_train_now())
+        monkeypatch.setattr(app_lab, "get_script_run_ctx", lambda **_: context)
+        turns.append(app_lab.may_train_now())
     assert turns == [True, True, False, True, False, True]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st_
 
 from conftest import open_page, page_text
-from explorer import lessons as L
+from explorer import lessons
 from explorer.app.lab import SETUP_WIDGETS
 from explorer.lab import link
 from explorer.lab.training import PRESETS, preset_hint
@@ -115,19 +115,19 @@ def test_your_own_text_never_goes_into_the_link():
 def test_a_lesson_step_on_the_lab_carries_the_preset_and_the_changed_knobs_only():
     fields = {LAB.field(name): value for name, value in {"preset": TALES, **link.preset_fields(TALES)}.items()}
     fields.update(lab_n_layers=3, lab_lr=0.0005, lab_embed_scale=True, lab_text="private")   # as add_this_view reads
-    step = L.step_from_view("training", {"model": "tinytales"}, None, fields)
+    step = lessons.step_from_view("training", {"model": "tinytales"}, None, fields)
     assert step.fields == {"preset": TALES, "n-layers": 3, "lr": 0.0005, "embed-scale": True}
-    lesson = L.Lesson(title="lab", steps=(step,))
-    assert L.parse(lesson.to_json()) == lesson and L.from_link(L.as_link(lesson)) == lesson
-    with pytest.raises(L.LessonError, match="short text, a number or true/false"):
-        L.parse('{"title": "t", "steps": [{"page": "training", "fields": {"lr": [1]}}]}')
+    lesson = lessons.Lesson(title="lab", steps=(step,))
+    assert lessons.parse(lesson.to_json()) == lesson and lessons.from_link(lessons.as_link(lesson)) == lesson
+    with pytest.raises(lessons.LessonError, match="short text, a number or true/false"):
+        lessons.parse('{"title": "t", "steps": [{"page": "training", "fields": {"lr": [1]}}]}')
 
 
 def test_walking_a_lesson_step_on_the_lab_opens_its_preset_with_its_knobs_over_it():
     from explorer.app import classroom
-    lesson = L.Lesson(title="lab", steps=(
-        L.LessonStep(page="attention", fields={"what-if": "mask"}),
-        L.LessonStep(page="training", fields={"preset": TALES, "n-layers": 3, "lr": 0.0005, "steps": 10 ** 9})))
+    lesson = lessons.Lesson(title="lab", steps=(
+        lessons.LessonStep(page="attention", fields={"what-if": "mask"}),
+        lessons.LessonStep(page="training", fields={"preset": TALES, "n-layers": 3, "lr": 0.0005, "steps": 10 ** 9})))
     at = open_page("class")
     at.session_state["lab_n_heads"] = 1                        # the student's own fiddling, before the step
     at.session_state[classroom.LESSON] = lesson.to_json()

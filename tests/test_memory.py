@@ -1,4 +1,4 @@
-"""explorer/memory.py: glibc's knobs take effect on Linux and hand freed memory back to the system."""
+"""explorer/app/memory.py: glibc's knobs take effect on Linux and hand freed memory back to the system."""
 import ctypes
 import ctypes.util
 import os

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
-from explorer.steps import attention as A
+from explorer.steps import attention
 from explorer.plot import MASKED, token_label
 from explorer.app.state import DEFAULT_SENTENCE, View
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -125,8 +125,8 @@ def test_the_pattern_the_grid_of_every_head_and_the_lines_are_the_real_weights()
             assert j <= i                                                    # never into the future
             w = float(pattern[i, j])
             assert w >= 0.01
-            level = round(w * A.LEVELS) / A.LEVELS                           # in steps of 0.01
-            assert t["opacity"] == A.line_opacity(level, i == 7) and t["line"]["width"] == A.line_width(level, i == 7)
+            level = round(w * attention.LEVELS) / attention.LEVELS                           # in steps of 0.01
+            assert t["opacity"] == attention.line_opacity(level, i == 7) and t["line"]["width"] == attention.line_width(level, i == 7)
             assert f"weight {w:.4f}" in t["hovertext"][n]                    # the exact weight on hover
             assert (t["line"]["color"] == "#EE7733") == (i == 7)             # the query's lines in orange
             segments += 1
@@ -161,12 +161,12 @@ def test_line_width_and_opacity_are_proportional_to_the_weight(layer, head, quer
     drawn = sorted(w for _, weights in lines for w in weights)
     assert drawn == pytest.approx(sorted(float(w) for w in np.tril(pattern)[np.tril(pattern) >= 0.01]), abs=1e-4)
     for chosen in (True, False):
-        group = [(t, w) for t, weights in lines for w in weights if (t["line"]["color"] == A.SELECTED) == chosen]
+        group = [(t, w) for t, weights in lines for w in weights if (t["line"]["color"] == attention.SELECTED) == chosen]
         assert group
         # the same ratio for every line (up to half the 0.01 step lines are grouped by, and the hover's rounding)
         for t, w in group:
-            assert t["line"]["width"] == pytest.approx(A.LINE_WIDTH[chosen] * w, abs=A.LINE_WIDTH[chosen] * 0.0051)
-            assert t["opacity"] == pytest.approx(A.LINE_OPACITY[chosen] * w, abs=A.LINE_OPACITY[chosen] * 0.0051)
+            assert t["line"]["width"] == pytest.approx(attention.LINE_WIDTH[chosen] * w, abs=attention.LINE_WIDTH[chosen] * 0.0051)
+            assert t["opacity"] == pytest.approx(attention.LINE_OPACITY[chosen] * w, abs=attention.LINE_OPACITY[chosen] * 0.0051)
             assert t["opacity"] <= 1
         small, large = min(group, key=lambda g: g[1]), max(group, key=lambda g: g[1])
         if large[1] >= 5 * small[1]:            # a weight 5 times another is drawn at least 3 times as wide
@@ -178,10 +178,10 @@ def test_line_width_and_opacity_are_proportional_to_the_weight(layer, head, quer
 def test_the_chosen_querys_lines_are_orange_drawn_on_top_and_bolder_for_the_same_weight():
     at = show(open_page("attention", text=PRONOUN, layer=0, head=1, token=6), "Who looks at whom")
     lines = figure_titled(at, "Who looks at whom")["data"][:-2]
-    assert {t["line"]["color"] for t in lines} == {A.SELECTED, "#4477AA"}
-    assert lines[-1]["line"]["color"] == A.SELECTED                          # drawn on top
+    assert {t["line"]["color"] for t in lines} == {attention.SELECTED, "#4477AA"}
+    assert lines[-1]["line"]["color"] == attention.SELECTED                          # drawn on top
     for w in (0.05, 0.5, 1.0):
-        assert A.line_width(w, True) > A.line_width(w, False) and A.line_opacity(w, True) > A.line_opacity(w, False)
+        assert attention.line_width(w, True) > attention.line_width(w, False) and attention.line_opacity(w, True) > attention.line_opacity(w, False)
 
 
 def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_head():
@@ -231,8 +231,8 @@ def test_what_if_shows_the_real_change_in_the_next_token_probabilities():
     model, tr = tinytales().model, default_trace()
     ids = tinytales().tokenizer.encode(PRONOUN)
     vocab = tinytales().tokenizer.vocab
-    for choice, experiment in [("chosen", W.knock_out_head(1, 2)), ("scaling", W.REMOVE_SCALING),
-                               ("mask", W.LIFT_MASK)]:
+    for choice, experiment in [("chosen", whatif.knock_out_head(1, 2)), ("scaling", whatif.REMOVE_SCALING),
+                               ("mask", whatif.LIFT_MASK)]:
         at.radio(key="attention_whatif").set_value(choice).run()
         assert not at.exception
         changes, causal = experiment.edits(model.cfg), experiment.causal
@@ -268,11 +268,11 @@ def test_changing_layer_and_head_redraws_from_the_trace():
 def test_presenter_mode_hides_the_key_picker_and_keeps_the_figures():
     at = open_page("attention", text=PRONOUN, presenter=1, token=9)
     assert not at.exception
-    for section, charts in zip(A.SECTIONS, (1, 4, 2, 1, 1)):
+    for section, charts in zip(attention.SECTIONS, (1, 4, 2, 1, 1)):
         show(at, section)
         assert not at.exception and len(plotly_figures(at)) == charts
         assert at.session_state["section_attention"] == section
-        if section == A.SECTIONS[0]:        # large panel titles go on two lines so they do not overlap
+        if section == attention.SECTIONS[0]:        # large panel titles go on two lines so they do not overlap
             titles = [a["text"] for a in plotly_figures(at)[0]["layout"]["annotations"]]
             assert titles == ["Q:<br>the questions", "K:<br>the labels", "V:<br>the answers"]
         if section == "Who looks at whom":
@@ -304,12 +304,12 @@ def test_strange_sentences_one_token_full_context_and_html_tokens():
 
 def test_builders_work_for_other_shapes_and_post_norm():
     v = tiny_view(norm_position="post", norm="rms", pos="learned")
-    figs = A.step_figures(v, v.trace, 0, 2)
+    figs = attention.step_figures(v, v.trace, 0, 2)
     assert figs[1].layout.title.text == "2. Divided by √4"
     np.testing.assert_allclose(figs[0].data[0].z, v.trace["blocks.0.attn.scores"][0, 2].numpy() * 2, rtol=1e-6)
-    grid = A.all_heads_figure(v, v.trace)
+    grid = attention.all_heads_figure(v, v.trace)
     assert [t.name for t in grid.data] == ["layer 0 head 0", "layer 0 head 1", "layer 0 head 2"]
-    lines = A.math_lines(v, v.trace, 0, 1, 3, 1)
+    lines = attention.math_lines(v, v.trace, 0, 1, 3, 1)
     weight = float(v.trace["blocks.0.attn.pattern"][0, 1, 3, 1])
     assert f"the pattern holds **{weight:.4f}**" in lines[-1]
     assert lines[-1].count(f"**{weight:.4f}**") == 2                      # our softmax = the model's
@@ -318,7 +318,7 @@ def test_builders_work_for_other_shapes_and_post_norm():
 
 def test_too_many_heads_shows_only_the_chosen_layer():
     v = tiny_view(d_model=32, n_heads=32, n_layers=2)
-    grid = A.all_heads_figure(v, v.trace, layer=1)
+    grid = attention.all_heads_figure(v, v.trace, layer=1)
     assert grid.layout.title.text == "Every head in layer 1"
     assert len(grid.data) == 32 and grid.data[0].name == "layer 1 head 0"
 
@@ -326,12 +326,12 @@ def test_too_many_heads_shows_only_the_chosen_layer():
 def test_lines_leave_out_tiny_weights_and_read_row_names_repeated_words():
     v = tiny_view(text="a b a b")
     pattern = v.trace["blocks.0.attn.pattern"][0, 0].numpy()
-    fig = A.lines_figure(v, v.trace, 0, 0, 3, min_weight=0.3)
+    fig = attention.lines_figure(v, v.trace, 0, 0, 3, min_weight=0.3)
     segments = sum(len(t.y) // 4 for t in fig.data[:-2])
     assert segments == int((np.tril(pattern) >= 0.3).sum())
-    text = A.read_row(v, v.trace, 0, 0, 3)
+    text = attention.read_row(v, v.trace, 0, 0, 3)
     assert "“b” (position 3) puts" in text
-    assert math.isclose(sum(w for _, w in A.top_keys(v.trace, 0, 0, 3, k=4)), 1.0, rel_tol=1e-5)
+    assert math.isclose(sum(w for _, w in attention.top_keys(v.trace, 0, 0, 3, k=4)), 1.0, rel_tol=1e-5)
 
 
 def test_read_row_never_names_a_key_with_a_weight_written_0_00():
@@ -346,7 +346,7 @@ def test_read_row_never_names_a_key_with_a_weight_written_0_00():
         for head in range(cfg.n_heads):
             for query in range(len(prepared.ids)):
                 row = default_trace()[f"blocks.{layer}.attn.pattern"][0, head, query, : query + 1]
-                text = A.read_row(v, v.trace, layer, head, query)
+                text = attention.read_row(v, v.trace, layer, head, query)
                 weights = re.findall(r"\*\*([\d.]+)\*\*", text)
                 top = row.topk(min(3, query + 1)).values.tolist()
                 listed = [top[0]] + [w for w in top[1:] if w >= 0.005]
@@ -363,15 +363,15 @@ def test_a_new_sentence_builds_only_the_open_sections_head_figure(monkeypatch):
     built = []
 
     def counting(which):
-        original = A.HEAD_FIGURES[which]
+        original = attention.HEAD_FIGURES[which]
 
         def build(*args):
             built.append(which)
             return original(*args)
         return build
 
-    for which in list(A.HEAD_FIGURES):
-        monkeypatch.setitem(A.HEAD_FIGURES, which, counting(which))
+    for which in list(attention.HEAD_FIGURES):
+        monkeypatch.setitem(attention.HEAD_FIGURES, which, counting(which))
     at = open_page("attention", text=PRONOUN)
     assert not at.exception and built == ["qkv"]          # the default section: Q, K and V only
     type_text(at, "the dog ran to the old tree")
@@ -395,10 +395,10 @@ def test_the_default_sentences_first_what_if_makes_a_visible_change():
     ids = tinytales().tokenizer.encode(DEFAULT_SENTENCE)
     model, last = tinytales().model, len(ids) - 1
     p0 = torch.softmax(model.run(ids)["logits"][0, last].double(), -1)
-    largest = max(float((torch.softmax(model.run(ids, edits=W.knock_out_head(l, h).edits(model.cfg))["logits"][0, last]
+    largest = max(float((torch.softmax(model.run(ids, edits=whatif.knock_out_head(l, h).edits(model.cfg))["logits"][0, last]
                                        .double(), -1) - p0).abs().max())
                   for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads))
-    assert largest >= W.VISIBLE
+    assert largest >= whatif.VISIBLE
     assert stated_size(page_text(at)) == f"{largest:.2f}"
 
 
@@ -416,8 +416,8 @@ def stated_size(text: str) -> str:
 
 
 def expected_size(largest: float) -> str:
-    """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
-    if largest >= W.VISIBLE:
+    """What the page must say for a change of `largest` (whatif.VISIBLE = 0.05 is the smallest visible change)."""
+    if largest >= whatif.VISIBLE:
         return f"{largest:.2f}"
     amount = f"more than **{math.ceil(largest * 1000) / 1000:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
     return f"That changes little: no word's probability moves by {amount}."
@@ -436,11 +436,11 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
     heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
     change = {}                                                     # (layer, head) -> largest change after each position
     for l, h in heads:
-        p1 = torch.softmax(model.run(ids, edits=W.knock_out_head(l, h).edits(model.cfg))["logits"][0].double(), -1)
+        p1 = torch.softmax(model.run(ids, edits=whatif.knock_out_head(l, h).edits(model.cfg))["logits"][0].double(), -1)
         change[l, h] = (p1 - p0).abs().amax(-1)
     best = max(heads, key=lambda lh: float(change[lh][last]))
-    visible = float(change[best][last]) >= W.VISIBLE
-    shown = best if visible and float(change[0, 0][last]) < W.VISIBLE else (0, 0)  # the pickers' head, or the best
+    visible = float(change[best][last]) >= whatif.VISIBLE
+    shown = best if visible and float(change[0, 0][last]) < whatif.VISIBLE else (0, 0)  # the pickers' head, or the best
     radio = at.radio(key="attention_whatif")
     assert radio.value == ("chosen" if shown == (0, 0) else "most")
     most = [o for o in radio.options if o.endswith(", the head that matters most here")]
@@ -450,8 +450,8 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
     assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in text_
     largest = float(change[shown][last])
     assert stated_size(text_) == expected_size(largest)
-    assert largest >= W.VISIBLE or "That changes little" in text_
-    if float(change[best][last]) >= W.VISIBLE:
+    assert largest >= whatif.VISIBLE or "That changes little" in text_
+    if float(change[best][last]) >= whatif.VISIBLE:
         return
     # even the best head changes this forecast little: the page says so, and offers the forecast where one does
     assert (f"No single head decides the forecast after “{vocab[ids[last]]}” (position {last}): knocking out any one "
@@ -459,21 +459,21 @@ def test_the_first_what_if_knocks_out_a_head_that_changes_the_forecast_or_says_n
     where = max(((lh, t) for lh in heads for t in range(len(ids))), key=lambda x: float(change[x[0]][x[1]]))
     (l, h), t = where
     anywhere = float(change[l, h][t])
-    assert anywhere >= W.VISIBLE                                     # true of both models on every sentence here
+    assert anywhere >= whatif.VISIBLE                                     # true of both models on every sentence here
     assert (f"knocking out head {h} of layer {l} changes the forecast after “{vocab[ids[t]]}” (position {t}) by "
             f"**{anywhere:.2f}**") in unescaped(text_)
     at.button(key="attention_whatif_look").click().run()
     assert at.session_state["token"] == t
-    shown = (0, 0) if float(change[0, 0][t]) >= W.VISIBLE else (l, h)          # (l, h) is the best here
+    shown = (0, 0) if float(change[0, 0][t]) >= whatif.VISIBLE else (l, h)          # (l, h) is the best here
     assert f"With head {shown[1]} of layer {shown[0]} knocked out, it " in page_text(at)
     assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"      # now the change is there to see
 
 
 @pytest.mark.parametrize("largest", [0.0, 0.0004, 0.0005, 0.0012, 0.0031, 0.0499, 0.05, 0.387])
 def test_a_small_change_is_stated_as_a_true_bound_and_a_visible_one_as_its_value(largest):
-    said = W.size_words(largest)
+    said = whatif.size_words(largest)
     number = float(re.search(r"\*\*([\d.]+)\*\*", said)[1])
-    if largest >= W.VISIBLE:
+    if largest >= whatif.VISIBLE:
         assert said == f"The largest change of any word's probability is **{largest:.2f}**."
     else:
         assert said.startswith("That changes little: no word's probability moves by")

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
                       page_text, show_section, type_text)
-from explorer.steps import embedding as em
+from explorer.steps import embedding
 from explorer.plot import token_label, visible
 from explorer.app.state import DEFAULT_SENTENCE, View
 
@@ -146,7 +146,7 @@ def test_strange_sentences_stay_text(text):
     at = open_page("embedding")
     type_text(at, text)
     assert not at.exception
-    for section, title in zip(em.SECTIONS, ("This sentence's embeddings", "whole vocabulary", "Cosine similarity",
+    for section, title in zip(embedding.SECTIONS, ("This sentence's embeddings", "whole vocabulary", "Cosine similarity",
                                             "Nearest neighbours")):
         figure = figure_titled(show(at, section), title)
         labels = [str(t) for trace in figure["data"] for t in decode(trace.get("text") if trace.get("text")
@@ -173,18 +173,18 @@ def test_the_vocabulary_maps_grey_labels_never_collide_with_each_other_or_the_se
     figure = figure_titled(at, "whole vocabulary")
     grey, red = trace_named(figure, "vocabulary"), trace_named(figure, "your sentence")
     xy = np.stack([decode(grey["x"]), decode(grey["y"])], 1)
-    size = (em.MAP_WIDTH_PX, 480 * (1.3 if presenter else 1.0) - 150)
-    pixels = em.to_pixels(xy, size)
+    size = (embedding.MAP_WIDTH_PX, 480 * (1.3 if presenter else 1.0) - 150)
+    pixels = embedding.to_pixels(xy, size)
     vocab = tinytales().tokenizer.vocab
     seen = list(decode(red["customdata"]))
     assert list(red["text"]) == [token_label(vocab[i]) for i in seen]      # every sentence token is labelled
-    boxes = [em.label_box(*pixels[i], visible(vocab[i]), red["textfont"]["size"]) for i in seen]
+    boxes = [embedding.label_box(*pixels[i], visible(vocab[i]), red["textfont"]["size"]) for i in seen]
     labelled = [i for i, t in enumerate(grey["text"]) if t]
     assert len(labelled) >= 15                                            # a readable subset, not none
     for i in labelled:
         assert grey["text"][i] == token_label(vocab[i]) and i not in seen
-        box = em.label_box(*pixels[i], visible(vocab[i]), grey["textfont"]["size"])
-        assert not any(em.overlaps(box, other) for other in boxes), vocab[i]
+        box = embedding.label_box(*pixels[i], visible(vocab[i]), grey["textfont"]["size"])
+        assert not any(embedding.overlaps(box, other) for other in boxes), vocab[i]
         boxes.append(box)
 
 
@@ -212,36 +212,36 @@ def test_embed_scale_is_said_and_shown_in_the_math():
     row = v.bundle.model.embed.tok.weight[2].detach()
     scaled = v.trace["embed.tok"][0, 0]
     assert torch.allclose(scaled, row * 4.0)
-    text = em.lookup_math(v, v.trace, 0)
+    text = embedding.lookup_math(v, v.trace, 0)
     assert "√16 = 4.0000" in text
     assert ", ".join(f"{float(x):.4f}" for x in row[:6]) in text
     assert ", ".join(f"{float(x):.4f}" for x in scaled[:6]) in text
-    assert "it scales its embeddings" in em.intro(v) and "embed_scale" not in em.intro(v) + text
+    assert "it scales its embeddings" in embedding.intro(v) and "embed_scale" not in embedding.intro(v) + text
     assert "This model scales its embeddings: the row is multiplied by √16" in text
-    assert "changes nothing" in em.cosine_math(v, 2, 1)
+    assert "changes nothing" in embedding.cosine_math(v, 2, 1)
 
 
 def test_a_lab_model_gets_its_own_map_and_neighbours():
     v = tiny_view(d_model=8, pos="none", norm="none")
-    pca = em.vocab_pca(v)
+    pca = embedding.vocab_pca(v)
     coords, share = reference_pca(v.bundle.model.embed.tok.weight.detach().double())
     assert np.allclose(np.abs(pca.coords), np.abs(coords), atol=1e-6)
     assert np.allclose(pca.explained, share)
-    table = em.neighbours_table(v, 2)
+    table = embedding.neighbours_table(v, 2)
     assert len(table) == 4 and 2 not in list(table["id"])
     assert list(table["cosine"]) == sorted(table["cosine"], reverse=True)
-    figure = em.pca_figure(v, pca).to_plotly_json()
+    figure = embedding.pca_figure(v, pca).to_plotly_json()
     assert list(decode(trace_named(figure, "your sentence")["customdata"])) == [2, 1, 3]
 
 
 def test_pca_handles_a_one_number_model_and_sums_big_vocabularies_in_chunks(monkeypatch):
-    one = em.pca_2d(torch.arange(6.0)[:, None])
+    one = embedding.pca_2d(torch.arange(6.0)[:, None])
     assert one.coords.shape == (6, 2) and one.explained[0] == pytest.approx(1.0) and one.explained[1] == 0
     torch.manual_seed(1)
     W = torch.randn(300, 20) @ torch.diag(torch.linspace(3, 0.1, 20)) + 5.0      # off-centre, like real rows
     coords, share = reference_pca(W.double())
-    monkeypatch.setattr(em, "PCA_CHUNK", 7)                              # many chunks, one ragged
-    chunked = em.pca_2d(W)
+    monkeypatch.setattr(embedding, "PCA_CHUNK", 7)                              # many chunks, one ragged
+    chunked = embedding.pca_2d(W)
     assert np.allclose(chunked.explained, share, atol=1e-9)
     assert np.allclose(np.abs(chunked.coords), np.abs(coords), atol=1e-6)
 
@@ -276,4 +276,4 @@ def test_both_pages_run_for_a_lab_model_with_a_bpe_tokenizer_and_embed_scale():
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    assert_each_section_draws_only_its_charts("embedding", em.SECTIONS, [1, 1, 1, 1])
+    assert_each_section_draws_only_its_charts("embedding", embedding.SECTIONS, [1, 1, 1, 1])

@@ -8,12 +8,12 @@ import torch
 
 from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
                       plotly_figures, show_section, type_text)
-from explorer.steps import feedforward as ff
+from explorer.steps import feedforward
 from explorer.app.state import DEFAULT_SENTENCE, View
 
 T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
 LAST = T - 1
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
 from model.inputs import prepare_text
@@ -145,7 +145,7 @@ def test_skipping_the_layer_shows_the_real_change_in_the_next_token_guess():
     at.radio(key="mlp_whatif").set_value("chosen").run()          # layer 1, chosen above
     bundle = load_bundled("tinytales")
     ids = bundle.tokenizer.encode(DEFAULT_SENTENCE)
-    changes = W.skip_mlp(1).edits(bundle.model.cfg)
+    changes = whatif.skip_mlp(1).edits(bundle.model.cfg)
     before = torch.softmax(bundle.model.run(ids)["logits"][0, 3], -1)
     after = torch.softmax(bundle.model.run(ids, edits=changes)["logits"][0, 3], -1)
     bars = figure_titled(at, "Next-token probabilities: before and after")["data"]
@@ -214,34 +214,34 @@ def test_builders_agree_with_the_trace_for_a_relu_model_of_another_shape():
     view = make_view(tiny_relu_bundle(norm="rms", norm_position="post", pos="learned"), "roses are red and blue")
     for layer in range(3):
         post = view.trace[f"blocks.{layer}.mlp.post"][0]
-        off = ff.zeroed(view, layer)
+        off = feedforward.zeroed(view, layer)
         assert off.count == int((post == 0).sum()) and off.total == 5 * 64
-        table = ff.top_neurons(view, layer, 2, k=10)
+        table = feedforward.top_neurons(view, layer, 2, k=10)
         assert table["activation"].tolist() == pytest.approx(post[2].topk(10).values.tolist())
         j = int(table["neuron"][0])
-        m = ff.neuron_math(view, layer, 2, j)
+        m = feedforward.neuron_math(view, layer, 2, j)
         assert m.pre == pytest.approx(m.traced_pre, abs=1e-4) and m.post == pytest.approx(m.traced_post, abs=1e-4)
         assert m.total == pytest.approx(sum(a * b for a, b in zip(m.inputs, m.weights)))
-        assert [s.cols for s in ff.stages(view, layer)] == [16, 64, 64, 16]
+        assert [s.cols for s in feedforward.stages(view, layer)] == [16, 64, 64, 16]
 
 
 def test_gelu_math_matches_torch_and_wide_layers_are_cut_in_the_heatmap():
     view = make_view(_gelu_wide_bundle(), "roses are red")
-    m = ff.neuron_math(view, 0, 1, 7)
+    m = feedforward.neuron_math(view, 0, 1, 7)
     assert m.post == pytest.approx(float(torch.nn.functional.gelu(torch.tensor(m.pre))), abs=1e-6)
     assert m.post == pytest.approx(m.traced_post, abs=1e-4)
     post = view.trace["blocks.0.mlp.post"][0]                                    # (3, F)
-    fig = ff.activations_figure(view, 0)                                         # the 64 strongest
+    fig = feedforward.activations_figure(view, 0)                                         # the 64 strongest
     strongest = sorted(post.abs().amax(0).topk(64).indices.tolist())
     assert fig.data[0].z.shape == (3, 64) and "the 64 that fire most" in fig.layout.title.text
     np.testing.assert_allclose(decode(fig.data[0].z) if isinstance(fig.data[0].z, dict) else fig.data[0].z,
                                post[:, strongest].numpy(), rtol=1e-6)
     weakest = post.abs().amax(0).argmin()
     assert int(weakest) not in strongest
-    window = ff.activations_figure(view, 0, (64, 128))                           # a window, on demand
+    window = feedforward.activations_figure(view, 0, (64, 128))                           # a window, on demand
     np.testing.assert_allclose(window.data[0].z, post[:, 64:128].numpy(), rtol=1e-6)
     assert "neurons 64–127" in window.layout.title.text
-    assert ff.zeroed(view, 0).count == int((view.trace["blocks.0.mlp.pre"][0] < 0).sum())
+    assert feedforward.zeroed(view, 0).count == int((view.trace["blocks.0.mlp.pre"][0] < 0).sum())
 
 
 def _gelu_wide_bundle() -> Bundle:
@@ -253,20 +253,20 @@ def _gelu_wide_bundle() -> Bundle:
 
 
 def test_percentages_show_enough_decimals_to_differ(tinytales):
-    assert ff.percents(0.99996, 0.99971) == ("100.00%", "99.97%")
-    assert ff.percents(0.123456, 0.123459) == ("12.3456%", "12.3459%")
-    assert ff.percents(0.5, 0.25) == ("50.0%", "25.0%")
+    assert feedforward.percents(0.99996, 0.99971) == ("99.996%", "99.97%")      # never 100% unless it is
+    assert feedforward.percents(0.123456, 0.123459) == ("12.3456%", "12.3459%")
+    assert feedforward.percents(0.5, 0.25) == ("50%", "25%")
     # a new favourite of 0.012% after the old one's 0.021% and 0.010%: significant digits, not "0.0%"
-    assert ff.percents(0.00021, 0.000123, 0.000104) == ("0.021%", "0.012%", "0.010%")
-    assert ff.percents(0.0002, 0.0000497, 0.0000496) == ("0.0200%", "0.00497%", "0.00496%")
+    assert feedforward.percents(0.00021, 0.000123, 0.000104) == ("0.021%", "0.012%", "0.010%")
+    assert feedforward.percents(0.0002, 0.0000497, 0.0000496) == ("0.0200%", "0.00497%", "0.00496%")
     view = make_view(tinytales)
-    same = ff.change_in_words(view, view.trace, view.trace, 0)
+    same = feedforward.change_in_words(view, view.trace, view.trace, 0)
     assert "hardly matters" in same
-    assert math.isfinite(ff.neuron_math(view, 1, 0, 0).pre)
+    assert math.isfinite(feedforward.neuron_math(view, 1, 0, 0).pre)
 
 
 def test_each_section_draws_only_its_own_charts_in_both_modes():
-    assert_each_section_draws_only_its_charts("feedforward", ff.SECTIONS, [1, 1, 2, 1, 1])
+    assert_each_section_draws_only_its_charts("feedforward", feedforward.SECTIONS, [1, 1, 2, 1, 1])
 
 
 # ---------------------------------------------------------------- the first what-if a student sees
@@ -290,8 +290,8 @@ def stated_size(text: str) -> str:
 
 
 def expected_size(largest: float) -> str:
-    """What the page must say for a change of `largest` (W.VISIBLE = 0.05 is the smallest visible change)."""
-    if largest >= W.VISIBLE:
+    """What the page must say for a change of `largest` (whatif.VISIBLE = 0.05 is the smallest visible change)."""
+    if largest >= whatif.VISIBLE:
         return f"{largest:.2f}"
     amount = f"more than **{math.ceil(largest * 1000) / 1000:.3f}**" if largest >= 0.0005 else "as much as **0.001**"
     return f"That changes little: no word's probability moves by {amount}."
@@ -308,11 +308,11 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     assert at.session_state["token"] == last
     p0 = torch.softmax(model.run(ids)["logits"][0].double(), -1)                   # (T, V)
     layers = range(model.cfg.n_layers)
-    change = [(torch.softmax(model.run(ids, edits=W.skip_mlp(l).edits(model.cfg))["logits"][0].double(), -1) - p0)
+    change = [(torch.softmax(model.run(ids, edits=whatif.skip_mlp(l).edits(model.cfg))["logits"][0].double(), -1) - p0)
               .abs().amax(-1) for l in layers]                                      # per layer: (T,)
     best = max(layers, key=lambda l: float(change[l][last]))
-    visible = float(change[best][last]) >= W.VISIBLE
-    shown = best if visible and float(change[0][last]) < W.VISIBLE else 0          # the picker's layer, or the best
+    visible = float(change[best][last]) >= whatif.VISIBLE
+    shown = best if visible and float(change[0][last]) < whatif.VISIBLE else 0          # the picker's layer, or the best
     assert at.radio(key="mlp_whatif").value == ("chosen" if shown == 0 else "most")
     most = [o for o in at.radio(key="mlp_whatif").options if o.endswith(", the one that matters most here")]
     assert most == ([f"Skip the feed-forward of layer {best}, the one that matters most here"] if visible else [])
@@ -321,19 +321,19 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     assert f"With the feed-forward of layer {shown} skipped, the top guess after" in said
     largest = float(change[shown][last])
     assert stated_size(said) == expected_size(largest)
-    assert largest >= W.VISIBLE or "That changes little" in said
-    if float(change[best][last]) >= W.VISIBLE:
+    assert largest >= whatif.VISIBLE or "That changes little" in said
+    if float(change[best][last]) >= whatif.VISIBLE:
         return
     assert (f"No single layer's feed-forward decides the forecast after “{vocab[ids[last]]}” (position {last}): "
             f"skipping any one of the {len(layers)} layers' feed-forward networks moves no word's probability by") \
         in unescaped(said)
     l, t = max(((l, t) for l in layers for t in range(len(ids))), key=lambda x: float(change[x[0]][x[1]]))
     anywhere = float(change[l][t])
-    assert anywhere >= W.VISIBLE
+    assert anywhere >= whatif.VISIBLE
     assert (f"skipping the feed-forward of layer {l} changes the forecast after “{vocab[ids[t]]}” (position {t}) by "
             f"**{anywhere:.2f}**") in unescaped(said)
     at.button(key="mlp_whatif_look").click().run()
     assert at.session_state["token"] == t
-    shown = 0 if float(change[0][t]) >= W.VISIBLE else l
+    shown = 0 if float(change[0][t]) >= whatif.VISIBLE else l
     assert f"With the feed-forward of layer {shown} skipped" in page_text(at)
     assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"

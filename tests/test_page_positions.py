@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section, type_text
-from explorer import discoveries as D
-from explorer.steps import positions as P
+from explorer import discoveries
+from explorer.steps import positions
 from explorer.app.state import DEFAULT_SENTENCE, View
 
 T = len(DEFAULT_SENTENCE.split())        # tokens of the sentence the page opens with
@@ -135,17 +135,17 @@ def test_similarity_between_positions_is_their_cosine():
 def test_without_positions_the_two_orders_are_measured_honestly():
     at = show(open_page("positions"), "What if?")
     table = at.dataframe[0].value
-    assert list(table["model"]) == list(P.CONDITIONS)
+    assert list(table["model"]) == list(positions.CONDITIONS)
     model, tok = tinytales().model, tinytales().tokenizer
     a, b = tok.encode("the dog chased the cat"), tok.encode("the cat chased the dog")
     ta, tb = three_traces(model, a), three_traces(model, b)
     # "cat" stands at 4 in A and at 1 in B
     expected_input = float((ta[0]["embed.out"][0, 4] - tb[0]["embed.out"][0, 1]).abs().max())
-    inputs = table[P.INPUT_COLUMN].tolist()
+    inputs = table[positions.INPUT_COLUMN].tolist()
     dog = float((ta[0]["embed.out"][0, 1] - tb[0]["embed.out"][0, 4]).abs().max())     # "dog": 1 in A, 4 in B
     assert inputs[0] == pytest.approx(max(expected_input, dog), rel=1e-5)
     assert inputs[1] == 0.0 and inputs[2] == 0.0                    # no seat numbers: the same vectors
-    preds = table[P.PREDICTION_COLUMN].tolist()
+    preds = table[positions.PREDICTION_COLUMN].tolist()
     p = [(torch.softmax(x["logits"][0].double(), -1), torch.softmax(y["logits"][0].double(), -1))
          for x, y in zip(ta, tb)]
     cat = [float((pa[4] - pb[1]).abs().max()) for pa, pb in p]
@@ -157,7 +157,7 @@ def test_without_positions_the_two_orders_are_measured_honestly():
     assert "can no longer tell the two orders apart" in text
     bars = figure_titled(at, "Same word, two orders")
     by_name = {t["name"]: t for t in bars["data"]}
-    assert list(by_name) == list(P.CONDITIONS)
+    assert list(by_name) == list(positions.CONDITIONS)
     np.testing.assert_allclose(decode(by_name["positions removed"]["y"])[4], cat[1], rtol=1e-6)
     assert list(by_name["as trained"]["x"]) == ["the (0↔0)", "dog (1↔4)", "chased (2↔2)", "the (3↔3)", "cat (4↔1)"]
 
@@ -182,12 +182,12 @@ def test_a_student_can_type_their_own_pair_and_strange_pairs_do_no_harm():
 
 def test_presenter_mode_hides_the_controls_but_keeps_every_figure():
     at = open_page("positions", presenter=1)
-    for section, charts in zip(P.SECTIONS, (1, 1, 1, 1, 1)):     # the seat numbers: yours or the whole table
+    for section, charts in zip(positions.SECTIONS, (1, 1, 1, 1, 1)):     # the seat numbers: yours or the whole table
         show(at, section)
         assert not at.exception and len(plotly_figures(at)) == charts, section
         keys = {w.key for w in at.text_input} | {w.key for w in at.multiselect} | {w.key for w in at.toggle}
         assert not {"positions_sentence_a", "positions_dims", "positions_whole"} & keys
-    assert list(at.dataframe[0].proto.column_order) == list(P.PRESENTER_COLUMNS)     # what is shown
+    assert list(at.dataframe[0].proto.column_order) == list(positions.PRESENTER_COLUMNS)     # what is shown
 
 
 def test_one_token_a_full_context_and_the_roses_model():
@@ -214,62 +214,62 @@ def test_one_token_a_full_context_and_the_roses_model():
 def test_learned_positions_show_the_learned_table():
     v = tiny_view("learned")
     weight = v.bundle.model.embed.pos.weight.detach()
-    assert "learned" in P.intro(v.bundle.model.cfg) and "GPT-2" in P.intro(v.bundle.model.cfg)
-    table = P.table_figure(v, v.trace)
+    assert "learned" in positions.intro(v.bundle.model.cfg) and "GPT-2" in positions.intro(v.bundle.model.cfg)
+    table = positions.table_figure(v, v.trace)
     np.testing.assert_allclose(table.data[0].z, weight.numpy(), rtol=1e-6)
-    curves = P.curves_figure(v, v.trace, [0, 5])
+    curves = positions.curves_figure(v, v.trace, [0, 5])
     np.testing.assert_allclose(curves.data[3].y, weight[:, 5].numpy(), rtol=1e-6)   # learned: no wave between seats
     np.testing.assert_allclose(curves.data[3].x, np.arange(len(weight)))
     assert "learned values" in curves.layout.title.text and curves.data[0].name == "dim 0"
-    np.testing.assert_allclose(P.similarity_figure(v, v.trace).data[0].z, cosine(weight[:5]), atol=1e-9)
-    lines = P.math_lines(v, v.trace, 2, 3)
+    np.testing.assert_allclose(positions.similarity_figure(v, v.trace).data[0].z, cosine(weight[:5]), atol=1e-9)
+    lines = positions.math_lines(v, v.trace, 2, 3)
     assert f"**{float(weight[2, 3]):.4f}** (a number it learned in training" in "\n".join(lines)
 
 
 def test_a_model_without_positions_says_so():
     v = tiny_view("none")
     cfg = v.bundle.model.cfg
-    assert "no position signal" in P.intro(cfg) and "no position signal" in P.kind_caption(cfg)
-    assert P.table_figure(v, v.trace) is None and P.curves_figure(v, v.trace, [0]) is None
-    assert P.similarity_figure(v, v.trace) is None
-    assert not P.added_figure(v, v.trace).data[0].z.any()              # the zeros that are added
-    assert "position value is **0.0000**" in "\n".join(P.math_lines(v, v.trace, 1, 0))
+    assert "no position signal" in positions.intro(cfg) and "no position signal" in positions.kind_caption(cfg)
+    assert positions.table_figure(v, v.trace) is None and positions.curves_figure(v, v.trace, [0]) is None
+    assert positions.similarity_figure(v, v.trace) is None
+    assert not positions.added_figure(v, v.trace).data[0].z.any()              # the zeros that are added
+    assert "position value is **0.0000**" in "\n".join(positions.math_lines(v, v.trace, 1, 0))
     model, ids_a, ids_b = v.bundle.model, [1, 2, 3, 1], [3, 1, 2, 1]
-    c = P.compare_orders(v.bundle.tokenizer.vocab, ids_a, ids_b, three_traces(model, ids_a), three_traces(model, ids_b))
+    c = positions.compare_orders(v.bundle.tokenizer.vocab, ids_a, ids_b, three_traces(model, ids_a), three_traces(model, ids_b))
     assert c.pred_diff[0] == c.pred_diff[1]           # removing nothing changes nothing
     assert c.input_diff == [0.0, 0.0, 0.0]
-    assert "removing it changes nothing" in P.order_verdict(c, False, "a b c a", "c a b a")
+    assert "removing it changes nothing" in positions.order_verdict(c, False, "a b c a", "c a b a")
 
 
 def test_post_norm_and_rms_models_compare_orders_exactly_without_mask_and_positions():
     v = tiny_view("sinusoidal", norm="rms", norm_position="post")
     model, vocab = v.bundle.model, v.bundle.tokenizer.vocab
     a, b = [1, 2, 3, 4, 2], [4, 2, 1, 2, 3]
-    c = P.compare_orders(vocab, a, b, three_traces(model, a), three_traces(model, b))
+    c = positions.compare_orders(vocab, a, b, three_traces(model, a), three_traces(model, b))
     assert c.same_bag and not c.identical
     assert c.input_diff[0] > 0 and c.input_diff[1] == 0.0
-    assert c.pred_diff[2] < P.SAME and c.n_same[2] == 5
-    assert P.match_words(a, b) == [(0, 2), (1, 1), (2, 4), (3, 0), (4, 3)]
-    assert P.match_words([1, 2], [3, 4]) == []
-    empty = P.compare_orders(vocab, [1, 2], [3, 4], three_traces(model, [1, 2]), three_traces(model, [3, 4]))
-    assert P.order_figure(empty) is None and "no word in common" in P.order_verdict(empty, True, "a b", "c d")
+    assert c.pred_diff[2] < positions.SAME and c.n_same[2] == 5
+    assert positions.match_words(a, b) == [(0, 2), (1, 1), (2, 4), (3, 0), (4, 3)]
+    assert positions.match_words([1, 2], [3, 4]) == []
+    empty = positions.compare_orders(vocab, [1, 2], [3, 4], three_traces(model, [1, 2]), three_traces(model, [3, 4]))
+    assert positions.order_figure(empty) is None and "no word in common" in positions.order_verdict(empty, True, "a b", "c d")
 
 
 def test_builders_escape_tokens_in_plotly_labels():
     v = tiny_view("sinusoidal", text="<b> a")
     assert v.tokens[0] == "<unk>" and v.typed[0] == "<"          # labels show what the model read
-    fig = P.sum_figure(v, v.trace, 0)
+    fig = positions.sum_figure(v, v.trace, 0)
     assert "&lt;" in fig.layout.title.text and "<b>" not in fig.layout.title.text
-    curves = P.curves_figure(v, v.trace, [0])
+    curves = positions.curves_figure(v, v.trace, [0])
     assert "&lt;unk&gt;" in list(curves.data[2].customdata)
 
 
-@pytest.mark.parametrize("card", [card.key for card in D.discoveries(tinytales(), "tinytales")])
+@pytest.mark.parametrize("card", [card.key for card in discoveries.discoveries(tinytales(), "tinytales")])
 def test_every_page_a_discovery_opens_offers_the_way_back_to_your_sentence(card):
     """Each discovery's "Show me" (the word-order card lands on this page) opens its page with a "Back to your
     sentence" button whenever it replaced the student's model or sentence, and the button brings them back."""
     text = "the dog ran to the old tree"                      # no card's sentence
-    target = {c.key: c for c in D.discoveries(tinytales(), "tinytales")}[card].target
+    target = {c.key: c for c in discoveries.discoveries(tinytales(), "tinytales")}[card].target
     at = open_page("discoveries", text=text)
     radio = at.radio(key=f"discovery_radio_{card}")
     radio.set_value(radio.options[0]).run()

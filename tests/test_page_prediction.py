@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, type_text
-from explorer.steps import prediction as pred
+from explorer.steps import prediction
 from explorer.plot import token_label
 
 from model.checkpoint import load_bundled
@@ -36,7 +36,7 @@ def bars(at, which=0) -> tuple[list[str], np.ndarray]:
     return list(decode(trace["x"])), decode(trace["y"]).astype(float)
 
 
-def expected_top(logits, n=pred.TOP_BARS, **settings):
+def expected_top(logits, n=prediction.TOP_BARS, **settings):
     """The likeliest tokens as the bars label them ("." made visible as ⟨.⟩) and their probabilities."""
     probs = next_token_probs(logits, **settings)
     order = logits.argsort(descending=True, stable=True)[:n].tolist()
@@ -73,7 +73,7 @@ def test_bars_show_the_models_real_next_token_probabilities_and_scores():
     np.testing.assert_allclose(drawn, want_probs, rtol=1e-5, atol=1e-7)
     scores = figure_titled(at, "Scores (logits) after")
     np.testing.assert_allclose(decode(scores["data"][0]["y"]).astype(float),
-                               LOGITS[-1].sort(descending=True).values[:pred.TOP_BARS].numpy(), rtol=1e-5)
+                               LOGITS[-1].sort(descending=True).values[:prediction.TOP_BARS].numpy(), rtol=1e-5)
     text = page_text(at)
     assert "gives a chance to every" in text and "weather forecast" in text and "adventurous" in text
     assert "the sentence ends" in text
@@ -92,7 +92,7 @@ def test_sliders_reshape_the_cached_logits_without_running_the_model(model_calls
     outline_tokens, outline = bars(at, which=2)                       # T=1 beside it, as an outline
     assert outline_tokens == want_tokens
     np.testing.assert_allclose(outline, torch.softmax(LOGITS[-1].double(), -1)[
-        LOGITS[-1].argsort(descending=True, stable=True)[:pred.TOP_BARS]].numpy(), rtol=1e-5, atol=1e-7)
+        LOGITS[-1].argsort(descending=True, stable=True)[:prediction.TOP_BARS]].numpy(), rtol=1e-5, atol=1e-7)
     assert outline.max() > want.max()                                  # T=2.5 flattens: the favourite drops
     at.slider(key="prediction_top_k").set_value(5).run()
     at.slider(key="prediction_top_p").set_value(0.5).run()
@@ -110,7 +110,7 @@ def test_top_k_cuts_tokens_greys_them_and_tells_how_much_chance_was_kept():
         LOGITS[4].argsort(descending=True, stable=True)[:len(drawn)]].numpy(), rtol=1e-5, atol=1e-8)
     assert (drawn[:3] > 0).all() and (drawn[3:] == 0).all()
     assert list(figure["data"][1]["text"][3:6]) == ["cut"] * 3
-    assert figure["data"][0]["marker"]["color"][3] == pred.CUT
+    assert figure["data"][0]["marker"]["color"][3] == prediction.CUT
     kept = float(LOGITS[4].softmax(-1).sort(descending=True).values[:3].sum())
     assert [m.value for m in at.metric][:2] == ["3 of 133", f"{kept:.2%}"]
     assert f"3 of 133 tokens take part in the draw. Together they had {kept:.1%}" in page_text(at)
@@ -155,8 +155,8 @@ def test_the_math_works_softmax_out_with_the_real_sum_over_the_vocabulary():
     assert f"add up to **{total:.6g}**" in text and "divided by the temperature 0.5" in text
     rows = at.dataframe[0].value
     assert list(rows.columns) == ["token", "logit", "logit / T", "exp(logit / T)", "probability"]
-    assert rows.token.iloc[0] == "." and len(rows) == pred.MATH_ROWS
-    np.testing.assert_allclose(rows["logit"], z.sort(descending=True).values[:pred.MATH_ROWS].numpy(), rtol=1e-6)
+    assert rows.token.iloc[0] == "." and len(rows) == prediction.MATH_ROWS
+    np.testing.assert_allclose(rows["logit"], z.sort(descending=True).values[:prediction.MATH_ROWS].numpy(), rtol=1e-6)
     np.testing.assert_allclose(rows["probability"],
                                next_token_probs(LOGITS[-1], 0.5).sort(descending=True).values[:6].numpy(),
                                rtol=1e-4, atol=1e-9)
@@ -289,12 +289,12 @@ def odd_model(**changes) -> TransformerLM:
     return model
 
 
-@pytest.mark.parametrize("settings", [pred.Settings(), pred.Settings(0.0), pred.Settings(0.7, top_k=2),
-                                      pred.Settings(1.8, top_p=0.6), pred.Settings(0.3, 4, 0.95)])
+@pytest.mark.parametrize("settings", [prediction.Settings(), prediction.Settings(0.0), prediction.Settings(0.7, top_k=2),
+                                      prediction.Settings(1.8, top_p=0.6), prediction.Settings(0.3, 4, 0.95)])
 def test_ranking_agrees_with_next_token_probs_on_what_is_kept(settings):
     logits = 3 * torch.randn(9, generator=torch.Generator().manual_seed(1))
     vocab = [f"t{i}" for i in range(9)]
-    table = pred.ranking(logits, vocab, settings)
+    table = prediction.ranking(logits, vocab, settings)
     final = next_token_probs(logits, settings.temperature, settings.top_k, settings.top_p)
     assert list(table["rank"]) == list(range(1, 10)) and (np.diff(table.logit) <= 0).all()
     np.testing.assert_allclose(table.final, final.numpy()[table.id.to_numpy()])
@@ -302,41 +302,41 @@ def test_ranking_agrees_with_next_token_probs_on_what_is_kept(settings):
     assert math.isclose(table.final.sum(), 1.0, rel_tol=1e-6)
     if settings.temperature == 0:
         assert list(table.cut_by[1:]) == ["temperature 0"] * 8
-    assert pred.mass_kept(table) <= 1 + 1e-6
-    figure = pred.probability_figure(table, settings, "t", actual=int(table.id.iloc[-1]), n=4)
+    assert prediction.mass_kept(table) <= 1 + 1e-6
+    figure = prediction.probability_figure(table, settings, "t", actual=int(table.id.iloc[-1]), n=4)
     assert len(figure.data[0].x) == 5 and figure.data[0].x[-1].startswith("… #9 ")
 
 
 def test_softmax_worked_out_survives_scores_that_would_overflow():
     logits = torch.tensor([900.0, 899.0, 10.0, -5.0])
-    worked = pred.softmax_worked(logits, ["a", "b", "c", "d"], 1.0, n=3)
+    worked = prediction.softmax_worked(logits, ["a", "b", "c", "d"], 1.0, n=3)
     assert worked.shift == 900.0 and math.isfinite(worked.total)
     np.testing.assert_allclose(worked.rows.probability, next_token_probs(logits)[:3].numpy(), rtol=1e-6)
-    assert "exp(logit / T − largest)" in pred.softmax_story(worked, 1.0, 4)
+    assert "exp(logit / T − largest)" in prediction.softmax_story(worked, 1.0, 4)
 
 
 def test_writing_with_a_small_context_slides_the_window_for_any_model_config():
     model = odd_model()
-    cont = pred.Continuation(("odd", "x", "greedy"))
-    cont = pred.extend(model, [1, 2, 3], cont, 2, "greedy", pred.Settings())
+    cont = prediction.Continuation(("odd", "x", "greedy"))
+    cont = prediction.extend(model, [1, 2, 3], cont, 2, "greedy", prediction.Settings())
     assert len(cont.tokens) == 2 and not cont.window_slid            # 3 + 1 tokens read: fits in 5
-    cont = pred.extend(model, [1, 2, 3], cont, 3, "greedy", pred.Settings())
+    cont = prediction.extend(model, [1, 2, 3], cont, 3, "greedy", prediction.Settings())
     assert cont.window_slid and cont.tokens == generate(model, [1, 2, 3], 5, "greedy").tokens
-    beam = pred.extend(odd_model(pos="none", norm="none"), [4, 5], pred.Continuation(), 6, "beam",
-                       pred.Settings(), beams=2)
+    beam = prediction.extend(odd_model(pos="none", norm="none"), [4, 5], prediction.Continuation(), 6, "beam",
+                       prediction.Settings(), beams=2)
     assert len(beam.tokens) == 6 and beam.window_slid and beam.how[0] == "best of 2 beams"
-    full = pred.Continuation(tokens=[0] * pred.MAX_GENERATED)
-    assert pred.extend(model, [1], full, 10, "greedy", pred.Settings()) is full and full.full
-    assert pred.window_story(cont, 3, 5).startswith("The text is now 8 tokens long")
+    full = prediction.Continuation(tokens=[0] * prediction.MAX_GENERATED)
+    assert prediction.extend(model, [1], full, 10, "greedy", prediction.Settings()) is full and full.full
+    assert prediction.window_story(cont, 3, 5).startswith("The text is now 8 tokens long")
 
 
 def test_continued_text_follows_each_tokenizers_spacing():
     words = WordTokenizer(["<unk>", "the", "cat", "sat"])
-    assert pred.continued_text(words, "the cat ", [3]) == "the cat sat"
+    assert prediction.continued_text(words, "the cat ", [3]) == "the cat sat"
     chars = CharTokenizer(["<unk>", "a", "b"])
-    assert pred.continued_text(chars, "ab", [1, 2]) == "abab"
-    assert pred.continued_text(words, "the", []) == "the"
-    table = pred.continuation_table(pred.Continuation(tokens=[1, 2], probs=[0.5, 0.25], how=["x", "y"]),
+    assert prediction.continued_text(chars, "ab", [1, 2]) == "abab"
+    assert prediction.continued_text(words, "the", []) == "the"
+    table = prediction.continuation_table(prediction.Continuation(tokens=[1, 2], probs=[0.5, 0.25], how=["x", "y"]),
                                     words.vocab)
     assert isinstance(table, pd.DataFrame) and list(table.token) == ["the", "cat"]
 

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import (APP, assert_each_section_draws_only_its_charts, decode, figure_titled, open_page,
                       page_text, show_section, type_text)
-from explorer.steps import residual as rs
+from explorer.steps import residual
 from explorer.app.layout import quote
 from explorer.plot import visible
 from explorer.app.state import DEFAULT_SENTENCE, View
@@ -225,34 +225,34 @@ def test_strange_tokens_stay_text_and_the_lens_covers_the_whole_context():
 def test_norm_math_and_the_logit_lens_match_the_trace_for_every_switch(norm, position):
     view = make_view(random_bundle(norm=norm, norm_position=position))
     trace = view.trace
-    lens = rs.logit_lens(view)
+    lens = residual.logit_lens(view)
     assert [name for name, _ in lens.stages] == STAGES
     np.testing.assert_array_equal(lens.top_ids[-1], trace["logits"][0].argmax(-1).numpy())
-    steps = rs.norm_steps(view, 1)
+    steps = residual.norm_steps(view, 1)
     assert len(steps) == {"none": 0, "pre": 3, "post": 2}["none" if norm == "none" else position]
     for step in steps:
         for token in range(len(view.tokens)):
-            m = rs.norm_math(view, step, token)
+            m = residual.norm_math(view, step, token)
             np.testing.assert_allclose(m.y, m.traced, rtol=1e-4, atol=1e-4)
             if norm == "layer":
                 assert m.z.mean() == pytest.approx(0, abs=1e-9) and m.z.var() == pytest.approx(1, abs=1e-3)
             else:
                 assert np.sqrt((m.z ** 2).mean()) == pytest.approx(1, abs=1e-3)
-    layout = {b.key: b for b in rs.block_layout(view)}
+    layout = {b.key: b for b in residual.block_layout(view)}
     assert ("n1" in layout) == (norm != "none")
     if norm != "none":
         assert layout["n1"].y == layout["n2"].y == (0 if position == "pre" else 1)
         assert layout["add1"].x < layout["n1"].x if position == "post" else layout["n1"].x < layout["attn"].x
-    rs.block_figure(view, 0)
+    residual.block_figure(view, 0)
 
 
 def test_latex_numbers_and_brackets():
-    assert rs.latex_number(1e-5) == "10^{-5}"
-    assert rs.latex_number(1.5e-6) == "1.5 \\times 10^{-6}"
+    assert residual.latex_number(1e-5) == "10^{-5}"
+    assert residual.latex_number(1.5e-6) == "1.5 \\times 10^{-6}"
     view = make_view(random_bundle(norm="layer"))
-    m = rs.norm_math(view, rs.norm_steps(view, 0)[0], 0)
-    assert all("- -" not in line and "+ -" not in line for line in rs.math_latex(m))
+    m = residual.norm_math(view, residual.norm_steps(view, 0)[0], 0)
+    assert all("- -" not in line and "+ -" not in line for line in residual.math_latex(m))
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    assert_each_section_draws_only_its_charts("residual", rs.SECTIONS, [1, 1, 1, 1, 1])
+    assert_each_section_draws_only_its_charts("residual", residual.SECTIONS, [1, 1, 1, 1, 1])

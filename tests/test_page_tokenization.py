@@ -8,7 +8,7 @@ import torch
 
 from conftest import (assert_each_section_draws_only_its_charts, decode, figure_titled, open_page, page_text,
                       show_section, type_text)
-from explorer.steps import tokenization as tk
+from explorer.steps import tokenization
 from explorer.app.state import DEFAULT_SENTENCE, View
 from model.checkpoint import Bundle, load_bundled
 from model.config import ModelConfig
@@ -30,7 +30,7 @@ def tales_text():
 
 @lru_cache
 def tales_bpe():
-    return BPETokenizer.from_texts([tales_text()], vocab_size=tk.BPE_VOCAB_SIZE)
+    return BPETokenizer.from_texts([tales_text()], vocab_size=tokenization.BPE_VOCAB_SIZE)
 
 
 def trace_named(figure, name):
@@ -66,7 +66,7 @@ def test_unknown_words_are_orange_and_explained():
     figure = figure_titled(at, "Your sentence as 6 tokens")
     assert texts(figure, "subs") == ["117", "0 <unk>", "106", "86", "117", "0 <unk>"]
     unknown_boxes = trace_named(figure, "boxes unknown")
-    assert unknown_boxes["line"]["color"] == tk.CHIP_COLOURS["unknown"][1]
+    assert unknown_boxes["line"]["color"] == tokenization.CHIP_COLOURS["unknown"][1]
     assert list(unknown_boxes["x"]).count(None) == 2                              # two orange boxes
     text = page_text(at)
     assert "2 of 6 tokens are unknown" in text and "“zebra”" in text and "“marmalade”" in text
@@ -87,8 +87,8 @@ def test_word_char_and_bpe_are_compared_with_real_token_counts():
     assert labels == [f"<b>Word ★</b><br>{words} tokens", f"<b>Character</b><br>{chars} tokens",
                       f"<b>BPE</b><br>{expected['BPE']} tokens"]
     shown = texts(figure)
-    assert shown[words:words + chars] == [tk.visible(c) for c in sentence]               # the character row
-    assert shown[-expected["BPE"]:] == [tk.visible(p.text) for p in tales_bpe().pieces(sentence)]
+    assert shown[words:words + chars] == [tokenization.visible(c) for c in sentence]               # the character row
+    assert shown[-expected["BPE"]:] == [tokenization.visible(p.text) for p in tales_bpe().pieces(sentence)]
     assert "The model actually reads the **Word** tokens" in page_text(at)
 
 
@@ -114,7 +114,7 @@ def test_choosing_another_word_replays_that_word():
     type_text(at, "Elephants sat")
     assert at.selectbox(key="tokenization_word").value == "Elephants"           # first word: no space before
     at.selectbox(key="tokenization_word").set_value(" sat").run()
-    steps = tk.merge_steps(tales_bpe(), " sat")
+    steps = tokenization.merge_steps(tales_bpe(), " sat")
     assert at.slider(key="tokenization_step").value == len(steps) - 1
     assert texts(figure_titled(at, "BPE merges"))[-1] == "␣sat"
 
@@ -175,7 +175,7 @@ def test_a_long_text_is_compared_in_full_but_drawn_in_part():
     show(at, "Three ways to cut")
     metrics = {m.label.split(" ")[0]: int(m.value) for m in at.metric}
     assert metrics["Character"] == 2000
-    assert f"+{2000 - tk.MAX_CHIPS} more" in texts(figure_titled(at, "three ways"))
+    assert f"+{2000 - tokenization.MAX_CHIPS} more" in texts(figure_titled(at, "three ways"))
 
 
 def test_roses_compares_against_its_own_poem():
@@ -209,62 +209,62 @@ def tiny_view(tokenizer, text, facts=None, **cfg) -> View:
 def test_a_model_without_its_training_text_compares_against_its_own_vocabulary():
     char = CharTokenizer.from_texts(["abc cab"])
     v = tiny_view(char, "cab d", facts={"task": "text"})
-    tokenizers, source = tk.comparison_tokenizers(v.bundle)
+    tokenizers, source = tokenization.comparison_tokenizers(v.bundle)
     assert tokenizers["char"] is char and "own vocabulary" in source
     assert tokenizers["word"].vocab == ["<unk>", "a", "b", "c"]              # the vocabulary joined as text
-    cut = tk.comparison_pieces(tokenizers, "cab d")
+    cut = tokenization.comparison_pieces(tokenizers, "cab d")
     assert {k: len(p) for k, p in cut.items()} == {"word": 2, "char": 5, "bpe": len(tokenizers["bpe"].encode("cab d"))}
-    figure = tk.sentence_figure(v)
+    figure = tokenization.sentence_figure(v)
     assert char.vocab == ["<unk>", " ", "a", "b", "c"]
     assert texts(figure.to_plotly_json(), "subs") == ["4", "2", "3", "1", "0 <unk>"]
-    text, around = tk.lookup_math(v, 4)
+    text, around = tokenization.lookup_math(v, 4)
     assert "**not found**" in text and list(around["id"]) == [0, 1, 2, 3]
-    assert "1 of 5 tokens is unknown" in tk.unknown_note(v) and "“d”" in tk.unknown_note(v)
+    assert "1 of 5 tokens is unknown" in tokenization.unknown_note(v) and "“d”" in tokenization.unknown_note(v)
 
 
 def test_a_bpe_model_replays_its_own_merges_and_never_has_unknown_tokens():
     bpe = BPETokenizer.from_texts(["the cat sat on the mat " * 20], vocab_size=280)
     v = tiny_view(bpe, "the cats", facts={"corpus": "roses", "seed": 0}, pos="learned", norm="rms")
-    tokenizers, _ = tk.comparison_tokenizers(v.bundle)
+    tokenizers, _ = tokenization.comparison_tokenizers(v.bundle)
     assert tokenizers["bpe"] is bpe and tokenizers["word"].vocab[1:] == sorted({"roses", "are", "red", "violets",
                                                                                 "blue", "sugar", "is", "sweet",
                                                                                 "and", "so", "you"})
-    assert "no token is ever unknown" in tk.unknown_note(v)
-    steps = tk.merge_steps(bpe, " cats")
+    assert "no token is ever unknown" in tokenization.unknown_note(v)
+    steps = tokenization.merge_steps(bpe, " cats")
     assert steps[0].symbols == [" ", "c", "a", "t", "s"] and steps[-1].symbols[-1] == "s"
     for before, step in zip(steps, steps[1:]):
         assert bpe.merges[step.rank] == tuple("Ġ" if s == " " else s for s in
                                               (step.pair[0].replace(" ", "Ġ"), step.pair[1].replace(" ", "Ġ")))
         assert len(step.symbols) == len(before.symbols) - 1
-    text, _ = tk.lookup_math(v, 0)
+    text, _ = tokenization.lookup_math(v, 0)
     assert "made by BPE merges" in text
 
 
 def test_long_words_are_cut_and_long_histories_fold():
-    words = tk.replay_words("a " + "x" * 200 + " a")
-    assert words == ["a", " " + "x" * tk.MAX_REPLAY_CHARS, " a"]
-    steps = tk.merge_steps(tales_bpe(), " " + "because" * 3)
-    figure = tk.merges_figure(steps, len(steps) - 1).to_plotly_json()
+    words = tokenization.replay_words("a " + "x" * 200 + " a")
+    assert words == ["a", " " + "x" * tokenization.MAX_REPLAY_CHARS, " a"]
+    steps = tokenization.merge_steps(tales_bpe(), " " + "because" * 3)
+    figure = tokenization.merges_figure(steps, len(steps) - 1).to_plotly_json()
     labels = texts(figure, "labels")
-    assert len(labels) <= tk.MAX_MERGE_ROWS + 1 and "hidden" in labels[1]
+    assert len(labels) <= tokenization.MAX_MERGE_ROWS + 1 and "hidden" in labels[1]
     assert labels[-1].startswith(f"step {len(steps) - 1}")
 
 
 def test_vocabulary_search_matches_ids_and_visible_spaces():
-    table = tk.vocabulary_table(tales_bpe(), None, "␣cat")
+    table = tokenization.vocabulary_table(tales_bpe(), None, "␣cat")
     assert "␣cat" in list(table["token"]) and "count in training text" not in table
-    by_id = tk.vocabulary_table(tinytales().tokenizer, np.arange(133), "27")
+    by_id = tokenization.vocabulary_table(tinytales().tokenizer, np.arange(133), "27")
     assert 27 in list(by_id["id"])
 
 
 def test_a_word_no_merge_fits_stays_as_bytes_and_the_page_says_whose_merges_they_are():
-    steps = tk.merge_steps(tales_bpe(), " zebra")
+    steps = tokenization.merge_steps(tales_bpe(), " zebra")
     assert len(steps) == 1 and steps[0].symbols == list(" zebra")
-    assert "stays as its **6 single bytes**" in tk.merge_caption(steps, 0)
-    note = tk.merges_note(tales_bpe(), tinytales().tokenizer)
+    assert "stays as its **6 single bytes**" in tokenization.merge_caption(steps, 0)
+    note = tokenization.merges_note(tales_bpe(), tinytales().tokenizer)
     assert f"+ {len(tales_bpe().merges)} learned merges" in note and "reads word tokens" in note
-    assert tk.merges_note(tales_bpe(), tales_bpe()).startswith("These are the model's own BPE merges")
+    assert tokenization.merges_note(tales_bpe(), tales_bpe()).startswith("These are the model's own BPE merges")
 
 
 def test_each_section_draws_only_its_own_chart_in_both_modes():
-    assert_each_section_draws_only_its_charts("tokenization", tk.SECTIONS, [1, 1, 1, 0])   # the vocabulary: a table
+    assert_each_section_draws_only_its_charts("tokenization", tokenization.SECTIONS, [1, 1, 1, 0])   # the vocabulary: a table

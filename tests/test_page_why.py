@@ -4,8 +4,8 @@ import pytest
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
 from explorer.registry import BY_SLUG
-from explorer.steps import why as Y
-from model import patching as P
+from explorer.steps import why
+from model import patching
 from model.attribution import attribute
 from model.checkpoint import load_bundled
 
@@ -76,7 +76,7 @@ def test_a_typed_word_is_explained_and_an_unknown_one_gets_a_message():
     assert not at.exception
     assert any("not in this model's vocabulary" in w.value for w in at.warning)
     favourite = int(TRACE["logits"][0, LAST].argmax())
-    figure_titled(at, f"Why “{Y.token_label(VOCAB[favourite])}”")     # the favourite instead
+    figure_titled(at, f"Why “{why.token_label(VOCAB[favourite])}”")     # the favourite instead
 
 
 def test_the_routes_tab_draws_the_kept_edges_and_opens_a_node():
@@ -99,25 +99,25 @@ def test_patching_the_suggested_sentence_draws_both_grids_with_the_real_numbers(
     assert at.text_input(key="why_corrupted").value == "the dog sat on the mat because it was tired"
     corrupted = TINY.tokenizer.encode(at.text_input(key="why_corrupted").value)
     favourite = int(TRACE["logits"][0, 7].argmax())
-    pair = P.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite)
+    pair = patching.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite)
     z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
-    assert np.allclose(z, P.resid_pre_grid(TINY.model, pair).numpy(), atol=1e-4)
+    assert np.allclose(z, patching.resid_pre_grid(TINY.model, pair).numpy(), atol=1e-4)
     heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
-    assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
+    assert np.allclose(heads, patching.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
     assert "“cat” → “dog” (position 1)" in page_text(at)
     assert len(at.get("download_button")) >= 2
     # the token to explain and the one beside it are what patching compares
     second = TRACE["logits"][0, 7].topk(3).indices.tolist()[2]
     at.selectbox(key="why_other").set_value(second).run()
-    pair = P.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite, other=second)
+    pair = patching.make_pair(TINY.model, IDS, corrupted, 7, answer=favourite, other=second)
     heads = np.asarray(decode(figure_titled(at, "one head's output")["data"][0]["z"]), dtype=float)
-    assert np.allclose(heads, P.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
+    assert np.allclose(heads, patching.head_out_grid(TINY.model, pair).numpy(), atol=1e-4)
     assert f"compare “{VOCAB[favourite]}” with “{VOCAB[second]}”" in page_text(at)
     # the instant estimate beside the exact grids
     at.toggle(key="why_estimate").set_value(True).run()
     assert not at.exception and len(plotly_figures(at)) == 4
     estimated = np.asarray(decode(figure_titled(at, "Estimated: one head's output")["data"][0]["z"]), dtype=float)
-    assert np.allclose(estimated, P.head_out_estimate(TINY.model, pair).numpy(), atol=1e-4)
+    assert np.allclose(estimated, patching.head_out_estimate(TINY.model, pair).numpy(), atol=1e-4)
     assert "Against the exact grids, the stream grid: correlation" in page_text(at)
 
 
@@ -187,7 +187,7 @@ def test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids(gpt2):
     names, values = bars(at, "Why “")
     favourite = int(trace["logits"][0, last].argmax())
     assert values[-1] == pytest.approx(float(trace["logits"][0, last, favourite]), abs=1e-3)
-    assert names[-2] == f"the other {2 + 12 * 12 + 12 + 2 - Y.BARS} parts"        # 160 parts, 14 drawn one by one
+    assert names[-2] == f"the other {2 + 12 * 12 + 12 + 2 - why.BARS} parts"        # 160 parts, 14 drawn one by one
     at.selectbox(key="why_target").set_value(-1).run()
     at.text_input(key="why_target_word").set_value("dog").run()              # " dog", one GPT-2 token
     assert not at.exception
@@ -200,8 +200,8 @@ def test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids(gpt2):
     assert not at.exception
     z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
     assert z.shape == (12, len(ids))
-    pair = P.make_pair(gpt2.model, ids, gpt2.tokenizer.encode("The dog sat on the mat because it"), last, answer=dog)
-    assert np.allclose(z, P.resid_pre_grid(gpt2.model, pair).numpy(), atol=1e-3)
+    pair = patching.make_pair(gpt2.model, ids, gpt2.tokenizer.encode("The dog sat on the mat because it"), last, answer=dog)
+    assert np.allclose(z, patching.resid_pre_grid(gpt2.model, pair).numpy(), atol=1e-3)
 
 
 def test_an_encoder_decoder_explains_its_decoder_with_cross_attention_heads():
@@ -250,7 +250,7 @@ def test_a_post_norm_lab_model_says_why_it_cannot_be_split_and_still_patches():
     at.text_input(key="why_corrupted").set_value("roses are bed").run()
     assert not at.exception
     ids = bundle.tokenizer.encode("roses are red")
-    pair = P.make_pair(bundle.model, ids, bundle.tokenizer.encode("roses are bed"), len(ids) - 1,
+    pair = patching.make_pair(bundle.model, ids, bundle.tokenizer.encode("roses are bed"), len(ids) - 1,
                        answer=int(bundle.model.run(ids)["logits"][0, -1].argmax()))
     z = np.asarray(decode(figure_titled(at, "stream entering a layer")["data"][0]["z"]), dtype=float)
-    assert np.allclose(z, P.resid_pre_grid(bundle.model, pair).numpy(), atol=1e-3)
+    assert np.allclose(z, patching.resid_pre_grid(bundle.model, pair).numpy(), atol=1e-3)

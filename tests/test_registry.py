@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import discoveries as D
+from explorer import discoveries
 from explorer.registry import BY_SLUG, ENCODER_DECODER, STEPS
 from model.checkpoint import load_bundled
 
@@ -30,7 +30,7 @@ def test_every_named_field_is_a_key_its_page_reads(page):
 
 
 def test_every_discovery_says_where_it_goes_by_name():
-    cards = D.discoveries(load_bundled("tinytales"), "tinytales") + [D.diverging_card()]
+    cards = discoveries.discoveries(load_bundled("tinytales"), "tinytales") + [discoveries.diverging_card()]
     assert {c.key for c in cards} >= {"pronoun", "knockout", "agreement", "names", "positions", "scaling", "diverging"}
     for card in cards:
         target = card.target
@@ -39,6 +39,6 @@ def test_every_discovery_says_where_it_goes_by_name():
             assert target.section == page.tab(target.tab) in page.labels
         assert set(target.state) == {page.field(name) for name, _ in target.fields}
     with pytest.raises(KeyError, match="no tab 'nowhere'"):
-        D.Target("attention", tab="nowhere").section
+        discoveries.Target("attention", tab="nowhere").section
     with pytest.raises(KeyError, match="no field"):
-        D.Target("attention", fields=(("seat", 1),)).state
+        discoveries.Target("attention", fields=(("seat", 1),)).state

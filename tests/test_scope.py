@@ -50,7 +50,7 @@ def test_gpt2_reads_any_text_and_states_its_training_data(tmp_path):
     from gpt2_support import reference_gpt2, write_gpt2_dir
     from model.pretrained import load_pretrained
     scope = scope_of(load_pretrained(write_gpt2_dir(tmp_path, reference_gpt2())))
-    assert scope.open_vocabulary and scope.unit == "token" and scope.context == 64
+    assert not scope.words and scope.unit == "token" and scope.context == 64
     assert scope.training_data.startswith("WebText")
 
 

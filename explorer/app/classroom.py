@@ -10,25 +10,32 @@ step's page (or a rerun of the app when the page stays), whose top sets the step
 A full run that finds the teacher moved (a student's click, or AppTest, whose `run_every` never ticks) follows at
 its top instead (`follow`), then switches page (`switch_if_moved`). The teacher's Previous and Next (and a lone
 walker's) are drawn in the full run, outside the poll: a press is one run, and the buttons never depend on a timer.
+
+A class can be gone: its teacher ended it, it expired, or the server restarted (the in-process store dies with its
+process). The teacher's and student's URLs name their class and the store's life (`server=`, the store's
+`server_id`), and the teacher's names the lesson (`lesson=`, never the teacher key), so a new session (a reload, or a
+page that reconnected to a restarted server and ran again with its URL) tells them which it was and what to do
+(`Gone`): the teacher starts the same lesson again in one click, a student joins the new code in the class box.
 """
 import json
 import secrets
-from urllib.parse import urlsplit
+from dataclasses import dataclass, field, replace
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from model.inputs import prepare_text
-
-from explorer.classroom import open_store
-from explorer.classroom.store import Position, TooMany, WrongKey, normalise_code
-from explorer.lessons import (Asked, Lesson, LessonError, LessonStep, MAX_STEPS, as_link, from_link,
-                              next_word_question, parse, step_from_view)
+from explorer.classroom import open_store, summary
+from explorer.classroom.store import IDLE_SECONDS, Position, TooMany, WrongKey, normalise_code
+from explorer import questions
+from explorer.lessons import (Lesson, LessonError, LessonStep, MAX_STEPS, as_field, as_link, from_field, from_link, parse,
+                              ready_lessons, step_from_view)
+from explorer.questions import Asked
 from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
-from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key
+from . import cache, url
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -36,6 +43,8 @@ LESSON = "_class_lesson"            # the lesson as JSON (a student reads it fro
 PENDING, GO, MOVED = "_class_pending", "_class_go", "_class_moved"
 FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its toggle (a page switch may drop
                                                             # a widget's state; the plain key keeps the choice)
+SERVER = "_class_server"            # the store's server_id when this session started or joined its class
+GONE = "_class_gone"                # a Gone: the class this session was in, and why it is gone
 
 
 @st.cache_resource
@@ -54,9 +63,9 @@ def lesson() -> Lesson | None:
     return None if raw is None else _parsed(raw)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
 def _parsed(raw: str) -> Lesson:
-    return parse(raw)
+    """A lesson's JSON parsed, once per server."""
+    return cache.for_the_class(("parsed", raw), lambda: parse(raw))
 
 
 def parse_stored(raw: dict) -> Lesson:
@@ -64,14 +73,15 @@ def parse_stored(raw: dict) -> Lesson:
     return parse(json.dumps(raw))
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
 def _class_lesson(code: str, version: str) -> Lesson:
     """Class `code`'s lesson, read from the store and parsed once per class and version (shared by every session
     in the class; never changed by a caller)."""
-    raw = store().lesson(code)
-    if raw is None:
-        raise LookupError(code)             # not cached: the class is gone
-    return parse_stored(raw)
+    def read() -> Lesson:
+        raw = store().lesson(code)
+        if raw is None:
+            raise LookupError(code)         # not kept: the class is gone
+        return parse_stored(raw)
+    return cache.for_the_class(("class lesson", code, version), read)
 
 
 def current(code: str) -> tuple[Position, Lesson] | None:
@@ -101,8 +111,7 @@ def open_pending() -> None:
         return
     file = BY_SLUG[pending[1].page].file
     if file != BY_SLUG.get(st.session_state.get("_page") or "home", BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
     st.rerun(scope="app")
 
 
@@ -141,8 +150,16 @@ def switch_if_moved(current_page: str) -> None:
     """After st.navigation: open the step's page if a move asked for another page than this one."""
     file = st.session_state.pop(GO, None)
     if file and file != BY_SLUG.get(current_page, BY_SLUG["home"]).file:
-        keep_widget_values()                 # presenter mode, high contrast and open tabs go along
-        st.switch_page(file)
+        switch_to(file)
+
+
+def switch_to(file: str) -> None:
+    """Open page `file`. Presenter mode, high contrast and open tabs go along, and the URL keeps naming the class
+    (Streamlit empties a URL's query on a page switch until the page's run writes it again: a server that died in
+    between left a teacher's tab with a URL that named neither the class nor presenter mode; seen in Chromium)."""
+    keep_widget_values()
+    modes = {name: value for name, value in view_params().items() if name in ("presenter", "high_contrast")}
+    url.switch_page(file, modes, url_params())
 
 
 # --- starting, joining, leaving (callbacks from the class page) --------------------------------------------------
@@ -153,9 +170,10 @@ def start(lesson_json: str, teach: bool) -> None:
     joins; `show_class_step` opens the step) or walk it alone (its first step opens)."""
     lesson_ = parse(lesson_json)
     st.session_state[LESSON] = lesson_json
+    st.session_state.pop(GONE, None)
     if teach:
         code, key = store().open_class(json_of(lesson_))
-        st.session_state.update({ROLE: "teacher", CODE: code, KEY: key})
+        st.session_state.update({ROLE: "teacher", CODE: code, KEY: key, SERVER: store().server_id()})
     else:
         st.session_state.update({ROLE: "alone"})
         go_to(lesson_.steps[0], 0)
@@ -185,8 +203,9 @@ def join(code: str, name: str) -> None:
         st.session_state["_class_problem"] = (f"There is no class with the code {code or '(empty)'}: check the "
                                               "code on the board (classes end after a few idle hours).")
         return
-    st.session_state.pop("_class_problem", None)
-    st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True})
+    for done in ("_class_problem", GONE, "class_join_code"):
+        st.session_state.pop(done, None)
+    st.session_state.update({ROLE: "student", CODE: code, SEAT: seat, FOLLOW: True, SERVER: store().server_id()})
     where, lesson_ = current(code)
     go_to(lesson_.steps[where.step], where.step)
 
@@ -198,8 +217,7 @@ def join_from_page() -> None:
 
 def join_link(code: str) -> str:
     """The link a student opens to join class `code` (the class page with the code filled in)."""
-    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
-    return f"{url.scheme}://{url.netloc}/class?join={code}"
+    return url.link("class", {"join": code})
 
 
 def end() -> None:
@@ -212,27 +230,49 @@ def end() -> None:
 
 
 def leave() -> None:
-    for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, "_class_problem"):
+    for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, SERVER, GONE, "_class_problem",
+                "class_join_code"):
         st.session_state.pop(key, None)
 
 
-def rejoin_from_url(query) -> None:
-    """A reloaded student's URL (join= and seat=) finds their seat again; join= alone fills in the code."""
-    if role() is not None or "join" not in query:
+def rejoin_from_url() -> None:
+    """A new session (a reload, or a page that reconnected to a restarted server) finds its class from its first URL:
+    a student's seat (join=, seat=) in a class that is still there; else what happened to it (`Gone`). join= alone
+    fills in the code."""
+    if st.session_state.get("_class_url_read"):
         return
-    code = normalise_code(query["join"])
-    if "seat" in query and store().position(code) is not None:
-        st.session_state[SEAT] = str(query["seat"])[:40]
-        join(code, "")
-    else:
-        st.session_state["class_join_code"] = code
+    st.session_state["_class_url_read"] = True
+    query = url.read()[0]
+    if "teaching" in query:
+        _teacher_from_url(query)
+    elif "join" in query and "seat" in query:
+        code = normalise_code(query["join"])
+        if store().position(code) is not None:
+            st.session_state[SEAT] = query["seat"]
+            join(code, "")
+        else:
+            st.session_state[GONE] = Gone(code, why_gone(code, query.get("server", "")), url=_class_fields(query))
+    elif "join" in query:
+        st.session_state["class_join_code"] = normalise_code(query["join"])
 
 
 def url_params() -> dict[str, str]:
-    """What a student's URL keeps (never the teacher key)."""
+    """What the URL keeps of the class (never the teacher key): a student's class, seat and store; a teacher's class,
+    store and lesson; a gone class's the same until the tab joins or starts another (a reload says it again)."""
+    state = st.session_state
     if role() == "student":
-        return {"join": st.session_state[CODE], "seat": st.session_state[SEAT]}
-    return {}
+        return {"join": state[CODE], "seat": state[SEAT], "server": state[SERVER]}
+    if role() == "teacher":
+        return {"teaching": state[CODE], "server": state[SERVER], "lesson": _lesson_field(state[LESSON])}
+    return state[GONE].url if GONE in state else {}
+
+
+def _lesson_field(raw: str) -> str:
+    return cache.for_the_class(("lesson field", raw), lambda: as_field(_parsed(raw)))
+
+
+def _class_fields(query) -> dict[str, str]:
+    return {name: query[name] for name in url.CLASS if name in query}
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -252,17 +292,23 @@ def draft() -> list[LessonStep]:
     return st.session_state.setdefault(DRAFT, [])
 
 
-def add_this_view(slug: str) -> None:
+def add_this_view(slug: str, ask: bool = False) -> None:
     """A button's callback on any page: add the view on screen (page, model, sentence, layer, head, token, tab and
-    the page's own fields) to the lesson being built."""
+    the page's own fields) to the lesson being built; `ask`: with the question that fits it ("Ask the class")."""
     state = st.session_state
     view = {key: state[key] for key in ("model", "text", "layer", "head", "token") if key in state}
     page = BY_SLUG[slug]
     fields = {key: state[key] for _, key in page.fields if key in state}
+    step = step_from_view(slug, view, state.get(section_key(slug)), fields)
+    add_step(replace(step, question=questions.suggested(slug, step.tab)) if ask else step)
+
+
+def add_step(step: LessonStep) -> None:
+    """Add `step` to the lesson being built (a discovery card's "Ask the class" too), and say how long it is."""
     steps = draft()
     if len(steps) < MAX_STEPS:
-        steps.append(step_from_view(slug, view, state.get(section_key(slug)), fields))
-    state["_lesson_added"] = len(steps)
+        steps.append(step)
+    st.session_state["_lesson_added"] = len(steps)
 
 
 def set_draft(lesson_: Lesson) -> None:
@@ -270,52 +316,253 @@ def set_draft(lesson_: Lesson) -> None:
     st.session_state["lesson_title"] = lesson_.title
 
 
-def load_lesson_from_url(query) -> None:
-    """`?lesson=...` (a lesson's link) opens that lesson on the class page, once per session."""
-    if "lesson" not in query or st.session_state.get("_lesson_link_loaded"):
+def load_lesson_from_url() -> None:
+    """`?lesson=...` in a session's first URL opens that lesson on the class page: a ready lesson's key picks it, a
+    lesson's link becomes the lesson being built (a teacher's URL names their lesson so, after a restart too)."""
+    if st.session_state.get("_lesson_link_loaded"):
         return
     st.session_state["_lesson_link_loaded"] = True
+    value = url.read()[0].get("lesson")
+    if value is None:
+        return
+    if value in ready_lessons():
+        st.session_state["class_lesson"] = value
+        return
     try:
-        set_draft(from_link(str(query["lesson"])[:200_000]))
+        set_draft(from_link(value))
     except LessonError as problem:
         st.session_state["_class_problem"] = str(problem)
 
 
 def lesson_link(lesson_: Lesson) -> str:
-    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
-    return f"{url.scheme}://{url.netloc}/class?lesson={as_link(lesson_)}"
+    return url.link("class", {"lesson": as_link(lesson_)})
 
 
 # --- the question of a step ----------------------------------------------------------------------------------
 
 
-@st.cache_resource(max_entries=64)
-def _asked(key: str, ids: tuple, position: int, prompt: str, _bundle) -> Asked:
-    return next_word_question(_bundle, list(ids), position, prompt)
-
-
 def asked(step: LessonStep, name: str, text: str) -> Asked | None:
-    """The step's question as the class sees it, answered by the step's model (None: no question, or no model)."""
-    if step.question is None:
+    """The step's question as the class sees it, answered by the step's model on the step's view, once per server
+    (None: no question, or one this model or sentence cannot answer: `unanswerable` says why)."""
+    try:
+        return ask(step, name, text)
+    except questions.Unanswerable:
         return None
+
+
+def unanswerable(step: LessonStep, name: str, text: str) -> str | None:
+    """Why the step's question cannot be asked on its model and sentence (None: it can, or it has none)."""
+    try:
+        ask(step, name, text)
+    except questions.Unanswerable as problem:
+        return str(problem)
+    return None
+
+
+def ask(step: LessonStep, name: str, text: str) -> Asked | None:
+    """The step's question answered (questions.ask), computed once per server and kept for the class."""
+    question = step.question
+    if question is None:
+        return None
+    if not questions.KINDS[question.kind].needs_model:
+        return questions.ask(question, None, None)
     name, text = step.view.get("model", name), step.view.get("text", text)
     try:
         bundle = get_bundle(name)
-        cfg = bundle.model.cfg
-        ids = prepare_text(bundle.tokenizer, text, min(cfg.max_len, READ_LIMIT), context=cfg.max_len).ids
-    except (KeyError, ValueError, OSError):
-        return None
-    position = min(int(step.view.get("token", len(ids) - 1)), len(ids) - 1)
-    return _asked(model_key(name, bundle.model), tuple(ids), position, step.question.prompt, bundle)
+        reading = questions.reading(name, bundle, text, READ_LIMIT)
+    except (KeyError, ValueError, OSError) as problem:
+        raise questions.Unanswerable(f"The step's model {quote(name)} cannot read its sentence here ({problem}).") \
+            from None
+    cfg = bundle.model.cfg
+    where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids))
+    key = ("asked", model_key(name, bundle.model), reading.ids, where, question)
+    found = cache.for_the_class(key, lambda: _answered(question, reading, where))
+    if isinstance(found, questions.Unanswerable):
+        raise found
+    return found
 
 
-def percent(p: float) -> str:
-    """A probability as a percentage a class can read: '99.9%', '0.1%', '< 0.1%' (never a bare 0)."""
-    return f"{p:.1%}" if p >= 0.0005 else "< 0.1%"
+def _answered(question: questions.Question, reading, where: questions.Place) -> Asked | questions.Unanswerable:
+    """The answer, or why there is none (kept too: a question this model cannot answer is not tried every poll)."""
+    try:
+        return questions.ask(question, reading, where)
+    except questions.Unanswerable as problem:
+        return problem
 
 
-def tally_frame(asked_: Asked, counts: dict[str, int]) -> pd.DataFrame:
-    return pd.DataFrame({"answer": list(asked_.options), "students": [counts.get(o, 0) for o in asked_.options]})
+def tally_frame(asked_: Asked, counts: dict[str, int], revealed: bool = False) -> pd.DataFrame:
+    """The tally as a chart reads it: each option (the right one marked once revealed) and its students."""
+    marked = [f"{o} ✓" if revealed and o == asked_.answer else o for o in asked_.options]
+    return pd.DataFrame({"answer": marked, "students": [counts.get(o, 0) for o in asked_.options]})
+
+
+def answer_words(asked_: Asked) -> str:
+    """The revealed answer in words (Markdown): the model's with its number, the teacher's own, or a poll's none."""
+    if asked_.kind == "poll":
+        return "**A poll:** there is no right answer."
+    if asked_.kind == "choice":
+        return f"**The answer:** {quote(asked_.answer)}."
+    return f"**The model's answer:** {quote(asked_.answer)} ({escape(asked_.shown.get(asked_.answer, ''))})."
+
+
+def numbers_words(asked_: Asked, counts: dict[str, int]) -> str:
+    """At the reveal, one line (a phone keeps the page's chart on its first screen): each option with the model's
+    number for it ('top guess read there: “stage 1” the · ...') or, for a choice or a poll, the class's count."""
+    if asked_.shown:
+        return f"{escape(asked_.measure)}: " + " · ".join(f"{quote(o)} {escape(asked_.shown.get(o, ''))}"
+                                                          for o in asked_.options)
+    return "The class: " + " · ".join(f"{quote(o)} {counts.get(o, 0)}" for o in asked_.options)
+
+
+# --- what the class got right ------------------------------------------------------------------------------------
+
+SUMMARY_SECONDS = 2.0               # the teacher's summary table refreshes this often on the class page
+
+
+def asked_in(lesson_: Lesson, name: str, text: str) -> dict[int, Asked]:
+    """Every question of the lesson as the class is asked it (those its models can answer), by step."""
+    found = {n: asked(step, *lesson_.reading_at(n, name, text))
+             for n, step in enumerate(lesson_.steps) if step.question}
+    return {n: a for n, a in found.items() if a is not None}
+
+
+@st.fragment(run_every=SUMMARY_SECONDS)
+def class_summary(code: str, name: str, text: str) -> None:
+    """The class page's table for the teacher, at any time: per question who answered, how many were right and the
+    wrong answer given most; every answer as a CSV file (a student's name only where they gave one)."""
+    found = current(code)
+    if found is None:
+        return
+    asked_ = asked_in(found[1], name, text)
+    if not asked_:
+        st.caption("This lesson asks no question.")
+        return
+    s = store()
+    answers = {n: s.answers(code, n) for n in asked_}
+    st.dataframe(summary.summary_table(summary.summarise(asked_, answers)), hide_index=True)
+    st.download_button("Download every answer (CSV)", summary.csv_of(summary.answers_table(asked_, answers,
+                                                                                             s.roster(code))),
+                       file_name=f"class-{code}-answers.csv", mime="text/csv", on_click="ignore", key="class_csv",
+                       icon=":material/download:", help="One row per answer: the question, the student (their name "
+                       "where they gave one, else a number), their answer and the right one. Nothing is kept once "
+                       "the class ends: download it before.")
+
+
+def own_summary(code: str, name: str, text: str) -> None:
+    """A student's own answers in this class, and once revealed the right ones (the class page, and the class box
+    on the lesson's last step)."""
+    found = current(code)
+    if found is None:
+        return
+    where, lesson_ = found
+    asked_ = asked_in(lesson_, name, text)
+    if not asked_:
+        return
+    seat = st.session_state[SEAT]
+    mine = {n: store().my_answer(code, seat, n) for n in asked_}
+    table = summary.own_table(asked_, {n: a for n, a in mine.items() if a is not None}, where.revealed)
+    right = (table["right"] == "yes").sum()
+    judged = table["right"].isin(["yes", "no"]).sum()
+    st.markdown(f"**Your answers in this class:** {right} of {judged} revealed right." if judged else
+                "**Your answers in this class**")
+    st.dataframe(table, hide_index=True)
+
+
+# --- a class that is gone: why, in plain words, and the way back -------------------------------------------------
+
+RESTARTED, ENDED, EXPIRED, KEY_LOST = "restarted", "ended", "expired", "key lost"
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A class this tab was in that is gone (for a reloaded teacher's tab: no longer its to lead), and why: the class
+    box says it (`gone_message`). `url` is what the tab's URL keeps meanwhile, so that a reload says it again."""
+    code: str
+    why: str                                 # RESTARTED, ENDED, EXPIRED or KEY_LOST
+    lesson: str | None = None                # the teacher's lesson (JSON), to start it again in one click
+    teacher: bool = False
+    url: dict = field(default_factory=dict)
+
+
+def why_gone(code: str, server: str) -> str:
+    """Why class `code`, started or joined when the store's server_id was `server`, is not in the store: the server
+    restarted (the store is a new one), its teacher ended it, or it expired (or the code never was one)."""
+    if server != store().server_id():
+        return RESTARTED
+    return ENDED if store().ended(code) else EXPIRED
+
+
+def _teacher_from_url(query) -> None:
+    """A teacher's tab in a new session: its class is gone, or is still there (a reload, or its replica restarted
+    with the class in Redis) but this session has no teacher key. Either way, the lesson again is one click away."""
+    code = normalise_code(query["teaching"])
+    try:
+        lesson_ = from_field(query.get("lesson", "")).to_json()
+    except LessonError:
+        lesson_ = None
+    why = KEY_LOST if store().position(code) is not None else why_gone(code, query.get("server", ""))
+    st.session_state[GONE] = Gone(code, why, lesson_, teacher=True, url=_class_fields(query))
+
+
+def class_gone(code: str) -> None:
+    """From the poll: this session's class is gone. Leave it, remember why, and run the app again (its class box
+    says it)."""
+    teacher = role() == "teacher"
+    gone = Gone(code, why_gone(code, st.session_state.get(SERVER, "")),
+                st.session_state.get(LESSON) if teacher else None, teacher=teacher, url=url_params())
+    leave()
+    st.session_state[GONE] = gone
+    st.rerun(scope="app")
+
+
+def gone_message(gone: Gone) -> str:
+    """What happened to the class, and what to do, in plain words (Markdown)."""
+    code, hours = escape(gone.code), IDLE_SECONDS // 3600
+    restarted = (f"**Class {code} ended because the server restarted.** The app was woken up, updated or restarted "
+                 "after a problem, and a class lives in the server's memory.")
+    if gone.teacher:
+        return {RESTARTED: f"{restarted} Start the lesson again: your students join with the new code.",
+                ENDED: f"**Class {code} has ended.** Start the lesson again for a new code.",
+                EXPIRED: f"**Class {code} ended**: nobody used it for {hours} hours. Start the lesson again: your "
+                         "students join with the new code.",
+                KEY_LOST: f"**This tab no longer leads class {code}.** It was reloaded, or its server restarted, and "
+                          "the teacher key lives only in the tab that started the class (never in a link). Start the "
+                          "lesson again, and ask your students to join the new code."}[gone.why]
+    return {RESTARTED: f"{restarted} Your teacher can start it again with a new code: type it here to join.",
+            ENDED: f"**Your teacher ended class {code}.** To join another class, type its code here.",
+            EXPIRED: f"**There is no class {code} any more.** A class ends after {hours} idle hours. To join a class, "
+                     "type the code your teacher gives you."}[gone.why]
+
+
+def start_again() -> None:
+    """The teacher's one click after a gone class: the same lesson as a new class (a new code), on the class page."""
+    start(st.session_state[GONE].lesson, teach=True)
+    st.session_state[GO] = BY_SLUG["class"].file
+
+
+def join_form() -> None:
+    """A class code, an optional name and Join: the class page's join box, and a gone class's."""
+    code = st.text_input("Class code", key="class_join_code", max_chars=16, placeholder="e.g. K7QX2M")
+    st.text_input("Your name (optional)", key="class_join_name", max_chars=40,
+                  help="Shown to your teacher as plain text. Leave it empty to stay anonymous.")
+    st.button("Join", key="class_join", on_click=join_from_page, type="primary", icon=":material/login:",
+              disabled=not code.strip())
+
+
+def _gone_box() -> None:
+    gone = st.session_state[GONE]
+    st.markdown(gone_message(gone))
+    if not gone.teacher and st.session_state.get("_page") != "class":     # the class page has a join box of its own
+        if st.session_state.get("_class_problem"):
+            st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
+        join_form()
+    with st.container(horizontal=True):
+        if gone.lesson is not None:
+            st.button(f"Start {quote(_parsed(gone.lesson).title)} again", key="class_start_again",
+                      on_click=start_again, type="primary", icon=":material/replay:")
+        elif gone.teacher:
+            st.page_link(BY_SLUG["class"].file, label="Choose a lesson on the Class page", icon=":material/school:")
+        st.button("Close this message", key="class_gone_close", on_click=leave, icon=":material/close:")
 
 
 # --- the class box ---------------------------------------------------------------------------------------------
@@ -329,6 +576,9 @@ def class_box(name: str, text: str) -> None:
     if st.session_state.pop(MOVED, False):
         _to_the_top(key="class_to_the_top")
     if role() is None:
+        if GONE in st.session_state:
+            with st.container(border=True, key="class_box"):
+                _gone_box()
         return
     with st.container(border=True, key="class_box"):
         if role() == "alone":
@@ -368,9 +618,7 @@ def _box(name: str, text: str) -> None:
     code = st.session_state[CODE]
     found = current(code)
     if found is None:
-        st.warning(f"The class {code} has ended or its code expired.", icon=":material/event_busy:")
-        st.button("Leave the class", key="class_leave", on_click=leave)
-        return
+        class_gone(code)                   # the app runs again, and its class box says why
     state, lesson_ = found
     step = lesson_.steps[state.step]
     if _page_went_blank():                 # drawn again, as the class's step (a dropped page loses its open tab too)
@@ -387,7 +635,10 @@ def _move(index: int) -> None:
     lesson_ = lesson()
     index = max(0, min(index, len(lesson_.steps) - 1))
     if role() == "teacher":
-        store().move(st.session_state[CODE], st.session_state[KEY], index)
+        try:
+            store().move(st.session_state[CODE], st.session_state[KEY], index)
+        except WrongKey:
+            return                         # the class is gone: the poll says why
     go_to(lesson_.steps[index], index)
 
 
@@ -431,34 +682,40 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     s = store()
     present = s.present(code)
     where = f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}"
+    name, text = lesson_.reading_at(state.step, name, text)
     asked_ = asked(step, name, text)
     if asked_ is None:
+        problem = unanswerable(step, name, text)
         st.markdown(f"{where} · {_present(present)}")
+        if problem:
+            st.caption(f"This step's question is not asked: {escape(problem)}")
         return
     counts = s.tally(code, state.step)
     line = st.container(horizontal=True, vertical_alignment="center")
     line.markdown(f"{where} · **{sum(counts.values())} of {present}** answered", width="content")
     if state.is_revealed:
-        line.markdown(f"The model's answer: {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])})",
-                      width="content")
+        share = summary.share_words(summary.QuestionSummary(state.step, asked_, counts))
+        line.markdown(answer_words(asked_) + (f" **{share}.**" if share else ""), width="content")
     else:
         line.button("Reveal", key="class_reveal", on_click=_reveal, args=(state.step,), icon=":material/visibility:",
-                    help="Show every student the model's answer; answers close.")
+                    help="Show every student the answer; answers close.")
     prompt, tally = st.columns([3, 2], vertical_alignment="center")
     prompt.markdown(escape(asked_.prompt))
-    tally.altair_chart(tally_chart(asked_, counts, present), width="stretch", theme=None)
+    if state.is_revealed and asked_.said:
+        prompt.markdown(asked_.said)
+    tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed), width="stretch")   # the page's theme
 
 
-def tally_chart(asked_: Asked, counts: dict[str, int], present: int) -> alt.LayerChart:
-    """The live tally: a labelled bar per answer (in the order the students see them) with its count, on a scale
-    of the students present (a bar across the whole width: all of them)."""
-    base = alt.Chart(tally_frame(asked_, counts)).encode(
-        y=alt.Y("answer:N", sort=list(asked_.options), title=None,
-                axis=alt.Axis(labelOverlap=False, labelFontSize=16, labelColor="#333333", ticks=False, domain=False,
-                              labelPadding=6)),
+def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: bool = False) -> alt.LayerChart:
+    """The live tally: a labelled bar per answer (in the order the students see them, the right one marked once
+    revealed) with its count, on a scale of the students present (a bar across the whole width: all of them)."""
+    frame = tally_frame(asked_, counts, revealed)
+    base = alt.Chart(frame).encode(
+        y=alt.Y("answer:N", sort=list(frame["answer"]), title=None,
+                axis=alt.Axis(labelOverlap=False, labelFontSize=16, ticks=False, domain=False, labelPadding=6)),
         x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
     bars = base.mark_bar(color="#4477AA")
-    numbers = base.mark_text(align="left", dx=4, fontSize=16, color="#333333").encode(text="students:Q")
+    numbers = base.mark_text(align="left", dx=4, fontSize=16).encode(text="students:Q")
     return (bars + numbers).properties(height=22 * len(asked_.options)).configure_view(stroke=None)
 
 
@@ -508,26 +765,31 @@ def _student(code, lesson_, state, step, name, text) -> None:
     if st.session_state.get(STEP) != state.step or not following or here != step.page:
         st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),
                   icon=":material/groups:")
-    asked_ = asked(step, name, text)
+    if state.step == len(lesson_.steps) - 1:
+        with st.expander("Your answers in this class", icon=":material/checklist:"):
+            own_summary(code, name, text)
+    asked_ = asked(step, *lesson_.reading_at(state.step, name, text))
     if asked_ is None:
         return
     mine = s.my_answer(code, seat, state.step)
     if not state.is_revealed:
         st.markdown(escape(asked_.prompt))
         answer = st.container(horizontal=True, vertical_alignment="center")      # Send beside the choices
-        choice = answer.radio(asked_.prompt, asked_.options, key=f"class_answer_{state.step}", horizontal=True,
-                              index=asked_.options.index(mine) if mine in asked_.options else None,
+        choice = answer.radio(escape(asked_.prompt), asked_.options, key=f"class_answer_{state.step}", horizontal=True,
+                              format_func=escape, index=asked_.options.index(mine) if mine in asked_.options else None,
                               label_visibility="collapsed")
         answer.button("Send", key="class_send", on_click=_answer, args=(code, seat, state.step, choice),
                       disabled=choice is None, icon=":material/send:", help="Send my answer to the teacher")
         if mine is not None:
             st.caption(f"Your answer: {quote(mine)}. You can change it until the teacher reveals.")
         return
-    st.markdown(f"**The model's answer:** {quote(asked_.answer)} ({percent(asked_.probabilities[asked_.answer])}).  \n"
-                + (f"**Your guess:** {quote(mine)}" + (" — right!" if mine == asked_.answer else ".")
+    right = None if mine is None else asked_.right(mine)
+    st.markdown(answer_words(asked_) + "  \n"
+                + (f"**Your guess:** {quote(mine)}" + {True: " — right!", False: ".", None: "."}[right]
                    if mine is not None else "You did not answer this one."))
-    st.caption("The model's chances: " + " · ".join(f"{quote(word)} {percent(p)}"
-                                                     for word, p in asked_.probabilities.items()))
+    if asked_.said:
+        st.markdown(asked_.said)
+    st.caption(numbers_words(asked_, s.tally(code, state.step) if not asked_.shown else {}))
 
 
 def _keep_follow() -> None:

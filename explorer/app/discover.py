@@ -1,9 +1,5 @@
 """The web app's side of the discoveries (explorer/discoveries.py): each model's cards searched once per server,
 which model they are about, the guesses, "Show me" and the way back to the student's own sentence."""
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-
 import streamlit as st
 
 from explorer.discoveries import (DIVERGING, FALLBACK, Discovery, LabOutcome, Target, discoveries,  # noqa: F401
@@ -14,37 +10,17 @@ from explorer.view import quote
 from . import cache
 from .state import apply_view, get_bundle
 
-_OUTCOMES: dict[str, Future] = {}                  # per server: each preset's short run, trained once
-_OUTCOMES_LOCK = threading.Lock()
-_TRAINER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="discovery-lab-outcome")
 
-
-def _train_politely(preset: str) -> LabOutcome:
-    """The short run at the lowest CPU priority (Linux: per thread), so visitors' page runs go first."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):                 # not Linux, or not allowed: train at normal priority
-        pass
-    return lab_outcome(preset)
-
-
-def start_lab_outcome(preset: str) -> Future:
+def start_lab_outcome(preset: str) -> None:
     """Train preset `preset`'s short run in the background, once per server, as soon as its card is shown: the
     student reads and guesses meanwhile, and the reveal finds it done. (Measured on the reveal: 3.5 s, most of it
     the first optimizer of a process importing torch's compiler, then 0.7 s of training.)"""
-    with _OUTCOMES_LOCK:
-        if preset not in _OUTCOMES:
-            _OUTCOMES[preset] = _TRAINER.submit(_train_politely, preset)
-        return _OUTCOMES[preset]
+    cache.in_background(lab_outcome, preset)
 
 
 def cached_lab_outcome(preset: str) -> LabOutcome:
     """The outcome of preset `preset`'s short run (waits for the background run if it is not done yet)."""
-    future = start_lab_outcome(preset)
-    if not future.done():
-        with st.spinner("Training the diverging preset for a moment ..."):
-            return future.result()
-    return future.result()
+    return cache.from_background(lab_outcome, preset, waiting=f"Training the {preset} preset for a moment ...")
 
 
 def subject_model(name: str) -> tuple[str, str | None]:

@@ -18,7 +18,7 @@ from explorer.lab.training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS,
 TICK_EVERY = 0.6                 # seconds between live ticks of a short run (each computes about TICK_SECONDS)
 DETAILS_EVERY = 3.0              # seconds between redraws of the slower live views, at the least
 TICK_DUTY = TICK_SECONDS / TICK_EVERY     # the share of the time a tick trains, whatever its interval
-# Redraws cost the student's browser (measured: the README's lab figures), so a long run redraws
+# Redraws cost the student's browser (measured: docs/figures.md, the training tab), so a long run redraws
 # less often and trains longer per tick: the same training speed, fewer redraws.
 TICK_STEPS = ((500, TICK_EVERY), (2000, 1.2))     # (step budget up to, seconds between ticks); longer: 2 s
 LONG_TICK = 2.0

@@ -15,7 +15,7 @@ import streamlit as st
 from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
-from explorer.app import classroom
+from explorer.app import classroom, url
 from explorer.app.state import link_to, section_key, use_example, view_params
 from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
@@ -167,7 +167,7 @@ def figure_json(fig, template: dict) -> str:
 
 
 def once_per_figure(fig, what: tuple, make: Callable):
-    """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.figure`: shared by
+    """`make()` once per `what` for a figure from the shared figure cache (`explorer.app.cache.per_view`: shared by
     every visitor and never changed; what is made is kept on the figure and goes with it), so many visitors on one
     view (a class) pay for its JSON and its sentence once; any other figure, every time."""
     drawn = getattr(fig, "_drawn", None)
@@ -301,7 +301,7 @@ LINK_CAPTIONS = {"": "This link reopens this page with the same model, sentence,
 def step_nav(slug: str) -> None:
     """Previous / next step buttons, and a link that reopens exactly this view. The browser's URL becomes that link
     too: the page may have set a field since the run began (a slider's first value, a link's value it refused)."""
-    st.query_params.from_dict({**view_params(), **classroom.url_params()})
+    url.write(view_params(), classroom.url_params())
     before, after = neighbours(slug)
     st.divider()
     # side by side on a wide screen; in presenter mode (large type) each on its own row, so neither is cut off
@@ -313,9 +313,14 @@ def step_nav(slug: str) -> None:
     with st.popover("Copy a link to this view", icon=":material/link:"):
         st.caption(LINK_CAPTIONS.get(slug, LINK_CAPTIONS[""]))
         st.code(link_to(slug), language=None, wrap_lines=True)
-        st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
-                  icon=":material/playlist_add:",
-                  help="Build a lesson from the views you visit; the Class page lists them, with notes to edit.")
+        with st.container(horizontal=True):
+            st.button("Add this view to my lesson", key="lesson_add", on_click=classroom.add_this_view, args=(slug,),
+                      icon=":material/playlist_add:",
+                      help="Build a lesson from the views you visit; the Class page lists them, with notes to edit.")
+            st.button("Ask the class", key="lesson_ask", on_click=classroom.add_this_view, args=(slug, True),
+                      icon=":material/quiz:",
+                      help="Add this view to your lesson with a question about it that the model answers (which "
+                           "word comes next, which word a head looks at, ...); change the question on the Class page.")
         if st.session_state.get("_lesson_added"):
             st.caption(f"Your lesson has {st.session_state['_lesson_added']} steps (on the Class page).")
 

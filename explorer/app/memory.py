@@ -3,7 +3,7 @@
 Streamlit runs each visitor's script in its own thread, and glibc gives threads their own memory pools
 (arenas, up to 8 per core), each keeping what it freed, and freed blocks under glibc's moving threshold
 (up to 32 MB) leave holes in the heap. Fewer arenas and a fixed mmap threshold keep it smaller (the measured
-figures are in the README, "Measured once, behind a design choice").
+figures are in docs/figures.md, "Measured once, behind a design choice").
 """
 import ctypes
 import ctypes.util

@@ -4,7 +4,7 @@ Why not `st.plotly_chart`: in Streamlit 1.67 its element id hashes the whole fig
 a figure whose numbers change is a new element: the browser unmounts the old chart and builds a new one,
 then draws it again when Plotly hands its figure back (measured: several charts built per chart shown, per
 sentence typed). Here the component's `key` is its identity, so a new sentence reaches the same chart and
-`Plotly.react` redraws it in place (built once when the chart first appears; the README has the figures).
+`Plotly.react` redraws it in place (built once when the chart first appears; docs/figures.md has the figures).
 
 Why not Altair/Vega-Lite (which the lab's live charts use): our step pages have 40-odd Plotly figures with
 exact hover text, text in cells, shared colour axes and subplots; this keeps every one of them, unchanged,

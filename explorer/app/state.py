@@ -1,13 +1,11 @@
 """What every page shares: the models, the sentence's trace, and the view's state in the URL.
 
 One model object serves every visitor (`st.cache_resource`), and so does each trace: a trace is
-computed once per (model, sentence) and only ever read (explorer/cache.py). The view (model, sentence, layer, head,
+computed once per (model, sentence) and only ever read (explorer/app/cache.py). The view (model, sentence, layer, head,
 selected token, presenter mode) lives in `st.session_state` under the keys in VIEW_KEYS and is
 mirrored into the URL, so a copied link reopens the same view.
 """
 from functools import partial
-from urllib.parse import urlencode, urlsplit
-
 import streamlit as st
 import torch
 
@@ -16,7 +14,7 @@ from model.checkpoint import BUNDLED
 from model.inputs import prepare_text
 from model.scope import strip_final_punctuation
 
-from explorer.app import cache
+from explorer.app import cache, url
 from explorer.app.models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, is_encoder_decoder,  # noqa: F401
                      label, model_names)
 from explorer.export import file_name as export_name
@@ -28,7 +26,6 @@ from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OV
 
 VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter", "high_contrast")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
-LINK_CHARS = 300       # a page field's value in a link, at most (the lab's probe sentence is the longest)
 READ_LIMIT = 64        # tokens a page shows at most (GPT-2 could read 1,024; 64 keeps every number on a screen)
 
 
@@ -58,7 +55,7 @@ def use_example(text: str) -> None:
 
 def _link_value(raw) -> int | float | str:
     """A link's value for a page field: a number when it reads as one, else text (the page checks it)."""
-    text = str(raw).strip()[:200]
+    text = str(raw).strip()
     for kind in (int, float):
         try:
             value = kind(text)
@@ -80,7 +77,7 @@ def _load_url_once(notices: list[str]) -> None:
     if st.session_state.get("_url_loaded"):
         return
     st.session_state["_url_loaded"] = True
-    query = st.query_params
+    query, cut = url.read()
     if "model" in query:
         if query["model"] in model_names():
             st.session_state["model"] = query["model"]
@@ -91,22 +88,20 @@ def _load_url_once(notices: list[str]) -> None:
         else:
             notices.append(f"The link asked for a model that does not exist; showing {BUNDLED[0]} instead.")
     if "text" in query:
-        text = query["text"]
-        if len(text) > MAX_CHARS:
+        if "text" in cut:
             notices.append(f"The link's sentence was longer than {MAX_CHARS} characters and was shortened.")
-        st.session_state["text"] = text[:MAX_CHARS]
+        st.session_state["text"] = query["text"]
     for key in PAGE_KEYS:
         if key in query:
             st.session_state[f"_url_{key}"] = query[key]        # checked against the model in _clamp
     for key in ("presenter", "high_contrast"):
         if key in query:
-            st.session_state[key] = query[key] in ("1", "true", "on")
-    linked = {name for page in BY_SLUG.values() for name in page.linked}
+            st.session_state[key] = url.switch(query[key])
     # as text, checked when their page runs (_apply_link_fields); a lesson's step set on this run comes first
-    st.session_state["_url_fields"] = {**{name: str(query[name])[:LINK_CHARS] for name in linked if name in query},
+    st.session_state["_url_fields"] = {**{name: query[name] for name in url.PAGE_FIELDS if name in query},
                                        **st.session_state.get("_url_fields", {})}
     if "section" in query:            # a tab label of this page; st.tabs ignores a label it does not have
-        st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"][:80]
+        st.session_state[section_key(st.session_state.get("_page", ""))] = query["section"]
 
 
 def keep_widget_values() -> None:
@@ -119,11 +114,11 @@ def keep_widget_values() -> None:
             st.session_state[key] = st.session_state[key]
 
 
-def presenter_requested(query) -> bool:
+def presenter_requested() -> bool:
     """Presenter mode for this run, before the sidebar's toggle is drawn: the session's choice, else the URL's."""
     if "presenter" in st.session_state:
         return bool(st.session_state["presenter"])
-    return query.get("presenter", "") in ("1", "true", "on")
+    return url.switch(url.read()[0].get("presenter", ""))
 
 
 def section_key(slug: str) -> str:
@@ -216,7 +211,6 @@ def current_view() -> View:
     st.session_state["_reading"] = reading
     _clamp("token", n_tokens, n_tokens - 1, "token", notices)
     _apply_link_fields(notices)
-    st.query_params.from_dict(view_params())
     return view
 
 
@@ -296,9 +290,7 @@ def view_params() -> dict[str, str]:
 
 def link_to(slug: str) -> str:
     """A full link to page `slug` showing exactly this view."""
-    url = urlsplit(getattr(st.context, "url", None) or "http://localhost:8501/")
-    path = "" if slug == "home" else slug
-    return f"{url.scheme}://{url.netloc}/{path}?{urlencode(view_params())}"
+    return url.link(slug, view_params())
 
 
 def view() -> View:

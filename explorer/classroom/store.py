@@ -14,7 +14,14 @@ Rules both keep (tests/test_class_store.py runs the same tests on each, Redis on
 - A student joins with a code and an optional display name (plain text, cut to NAME_CHARS); a class holds at
   most MAX_STUDENTS. A student is known by an id their own app keeps, so a reload finds them again.
 - One answer per student per step, changeable until the teacher reveals that step; after the reveal it stays.
+  `answers` and `roster` give them all (the class's summary); nothing of a class outlives it: closing it or its
+  expiry drops its answers and names.
 - A class that nobody touched for IDLE_SECONDS is gone; an unknown or expired code is `None`, never an error.
+- A class the teacher closed is remembered as ended (`ended`) for IDLE_SECONDS, so a student is told that the teacher
+  ended it, not that the code is unknown.
+- `server_id` names the store's life: it changes when the classes start from nothing (a new server process for the
+  in-process store; a Redis that lost its data), so a page whose URL names an older one knows that its class was
+  lost to a restart, not ended or expired.
 - One session may send at most RATE_LIMIT joins or answers per RATE_WINDOW seconds (a flood is refused).
 """
 import hashlib
@@ -135,8 +142,14 @@ class MemoryStore:
 
     def __init__(self):
         self._classes: dict[str, _Class] = {}
+        self._ended: dict[str, float] = {}                         # code -> when its teacher closed it
         self._lock = threading.Lock()
         self._limiter = _RateLimiter()
+        self._server_id = secrets.token_hex(4)                     # this process's classes
+
+    def server_id(self) -> str:
+        """A new id for each process: its classes die with it."""
+        return self._server_id
 
     # --- the teacher ---------------------------------------------------------------------------
 
@@ -148,7 +161,7 @@ class MemoryStore:
             if len(self._classes) >= MAX_CLASSES:
                 raise TooMany("This server holds as many classes as it can; try again later.")
             code = _new_code()
-            while code in self._classes:
+            while code in self._classes or code in self._ended:
                 code = _new_code()
             self._classes[code] = _Class(lesson=json.loads(json.dumps(lesson)), key_hash=_hash(key),
                                          version=lesson_version(lesson))
@@ -171,6 +184,15 @@ class MemoryStore:
         with self._lock:
             self._teacher(code, key)
             self._classes.pop(normalise_code(code), None)
+            self._ended[normalise_code(code)] = time.time()
+            while len(self._ended) > MAX_CLASSES:                 # bounded: the oldest first
+                del self._ended[next(iter(self._ended))]
+
+    def ended(self, code: str) -> bool:
+        """Whether the teacher closed class `code` (within the last IDLE_SECONDS)."""
+        with self._lock:
+            closed = self._ended.get(normalise_code(code))
+            return closed is not None and time.time() - closed <= IDLE_SECONDS
 
     # --- everyone ------------------------------------------------------------------------------
 
@@ -239,6 +261,18 @@ class MemoryStore:
                 counts[choice] = counts.get(choice, 0) + 1
             return counts
 
+    def answers(self, code: str, step: int) -> dict[str, str]:
+        """Every student's answer to step `step`, by student id (for the class's summary)."""
+        with self._lock:
+            c = self._get(code)
+            return {} if c is None else dict(c.answers.get(int(step), {}))
+
+    def roster(self, code: str) -> dict[str, str]:
+        """Every student who joined, by id, with their display name ("" for none)."""
+        with self._lock:
+            c = self._get(code)
+            return {} if c is None else dict(c.names)
+
     def present(self, code: str) -> int:
         """Students seen within the last PRESENT_SECONDS."""
         with self._lock:
@@ -300,6 +334,8 @@ return 1
 class RedisStore:
     """Classes in Redis, shared by every replica (`CLASS_STORE_URL=redis://host:6379/0`)."""
 
+    SERVER_ID = "class-store:id"
+
     def __init__(self, url: str):
         import redis                          # only a deployment with CLASS_STORE_URL needs the package's server
 
@@ -307,6 +343,12 @@ class RedisStore:
         self._join = self._redis.register_script(_JOIN)
         self._answer = self._redis.register_script(_ANSWER)
         self._limiter = _RateLimiter()        # per replica: a session talks to one replica (session affinity)
+
+    def server_id(self) -> str:
+        """Kept in Redis, so the same for every replica and through a replica's restart; a Redis that lost its
+        data gets a new one from the first replica that asks."""
+        self._redis.set(self.SERVER_ID, secrets.token_hex(4), nx=True)
+        return self._redis.get(self.SERVER_ID) or ""
 
     @staticmethod
     def _keys(code: str) -> dict[str, str]:
@@ -331,6 +373,7 @@ class RedisStore:
             if self._redis.hsetnx(k, "lesson", json.dumps(lesson)):
                 self._redis.hset(k, mapping={"key_hash": _hash(key), "step": 0, "version": lesson_version(lesson)})
                 self._redis.expire(k, IDLE_SECONDS)
+                self._redis.delete(k + ":ended")          # a code used again
                 return code, key
         raise TooMany("Could not find a free class code; try again.")
 
@@ -357,6 +400,10 @@ class RedisStore:
         self._teacher(code, key)
         base = self._keys(code)["class"]
         self._redis.delete(*self._keys(code).values(), *self._redis.keys(base + ":answers:*"))
+        self._redis.set(base + ":ended", 1, ex=IDLE_SECONDS)
+
+    def ended(self, code: str) -> bool:
+        return bool(self._redis.exists(self._keys(code)["class"] + ":ended"))
 
     def state(self, code: str) -> ClassState | None:
         k = self._keys(code)
@@ -416,6 +463,12 @@ class RedisStore:
         for choice in self._redis.hvals(self._answers_key(code, step)):
             counts[choice] = counts.get(choice, 0) + 1
         return counts
+
+    def answers(self, code: str, step: int) -> dict[str, str]:
+        return self._redis.hgetall(self._answers_key(code, step))
+
+    def roster(self, code: str) -> dict[str, str]:
+        return self._redis.hgetall(self._keys(code)["names"])
 
     def present(self, code: str) -> int:
         return int(self._redis.zcount(self._keys(code)["seen"], time.time() - PRESENT_SECONDS, "+inf"))

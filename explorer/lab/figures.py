@@ -186,8 +186,9 @@ def length_figure(results, trained: tuple[int, int], done: str = "sorted", prese
 
 
 def snapshot_chart(run, index: int, layer: int, head: int, presenter: bool = False) -> alt.Chart:
-    """snapshot_figure as a Vega-Lite heatmap with a fixed title (the step and head go in the caption), so a new
-    snapshot only swaps the chart's data and the browser updates it in place."""
+    """The probe's attention in one layer and head at a saved snapshot, as a Vega-Lite heatmap with a fixed title
+    (the step and head go in the caption), so a new snapshot only swaps the chart's data and the browser updates it
+    in place."""
     step, patterns = run.snapshots[index]
     vocab = run.tokenizer.vocab
     cols = labels([vocab[i] for i in run.probe_ids])

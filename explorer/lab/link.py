@@ -13,13 +13,13 @@ import math
 from dataclasses import asdict
 
 from explorer.lab.training import CHOICES, PRESETS, RANGES, TASKS, LabSetup
-from explorer.registry import LAB, LAB_KNOBS
+from explorer.registry import FIELD_CHARS, LAB, LAB_KNOBS
 
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos", "norm", "norm_position", "activation",
               "embed_scale")
 TRAIN_KEYS = ("optimizer", "lr", "batch_size", "warmup", "schedule", "steps", "grad_clip", "label_smoothing",
               "weight_decay")
-PROBE_CHARS = 300                # the probe box's length
+PROBE_CHARS = FIELD_CHARS        # the probe box's length: the longest field a link carries
 
 CHOOSE = {"task": tuple(TASKS), **{key: tuple(CHOICES[key]) for key in
                                    ("tokenizer", "pos", "norm", "norm_position", "activation", "optimizer", "schedule")}}

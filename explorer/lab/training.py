@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from explorer.numbers import percent
 from model import corpora, tasks
 from model.checkpoint import Bundle
 from model.config import ACTIVATIONS, LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS, ModelConfig
-from model.corpora import REVERSAL_TEST_SEED, digit_reversal_examples
 from model.generate import generate
 from model.presets import PRESETS as MODEL_PRESETS
 from model.presets import SEQ2SEQ_PRESETS, Recipe, build_tokenizer, corpus_texts
@@ -443,8 +443,8 @@ class LengthResult:
 
     @property
     def percent(self) -> str:
-        """As a whole percent, never 0% or 100% unless it is exactly that."""
-        return _percent(self.right, self.lists)
+        """As a percent, never 0% or 100% unless it is exactly that."""
+        return percent(self.right / self.lists, digits=2)
 
 
 def lengths_to_test(run: Run) -> range:
@@ -497,13 +497,6 @@ def exact_match_by_length(run: Run) -> list[LengthResult]:
     return results
 
 
-def _percent(right: int, lists: int) -> str:
-    """A share as a whole percent that never claims 0% or 100% unless it is exactly that."""
-    if right == lists:
-        return "100%"
-    return f"{min(99, max(1, round(100 * right / lists))) if right else 0}%"
-
-
 def length_caption(run: Run) -> str:
     """How the length test was made, in words counted from its results."""
     most = max(r.lists for r in run.by_length)
@@ -524,7 +517,7 @@ def length_sentence(results: list[LengthResult], trained: tuple[int, int]) -> st
     longer = [r for r in results if r.length > hi]
     shorter = [r for r in results if r.length < lo]
     parts = [f"Trained on lists of {lo} to {hi} digits: "
-             f"{_percent(sum(r.right for r in inside), sum(r.lists for r in inside))} exact at those lengths"]
+             f"{percent(sum(r.right for r in inside) / sum(r.lists for r in inside), digits=2)} exact at those lengths"]
     if longer:
         cut = len(longer)
         while cut and longer[cut - 1].right == 0:          # a run of nothing right at the end, in one phrase
@@ -584,30 +577,6 @@ def divergence_explanation(run: Run) -> str:
 
 def _and_list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-@torch.no_grad()
-def exact_match(model: TransformerLM, tokenizer: Tokenizer, examples: list[str]) -> float:
-    """The share of examples "<question> > <answer>" whose greedy completion after ">" is exactly the answer."""
-    by_length: dict[tuple[int, int], list[tuple[list[int], list[int]]]] = {}
-    for example in examples:
-        question, answer = example.split(" > ")
-        prompt, want = tokenizer.encode(question + " >"), tokenizer.encode(answer)
-        by_length.setdefault((len(prompt), len(want)), []).append((prompt, want))
-    right = 0
-    for (_, n_new), pairs in by_length.items():       # same lengths: one batch, greedy, n_new steps
-        ids = torch.tensor([prompt for prompt, _ in pairs])                          # (B, T)
-        for _ in range(n_new):
-            logits = model.predict(ids[:, -model.cfg.max_len:])                      # (B, T, V)
-            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)    # (B, T+1)
-        want = torch.tensor([w for _, w in pairs])                                   # (B, n_new)
-        right += int((ids[:, -n_new:] == want).all(-1).sum())
-    return right / len(examples)
-
-
-def reversal_score(run: Run, n: int = 200) -> float:
-    """Exact-match accuracy on n held-out reversal lists (another seed than training and validation)."""
-    return exact_match(run.model, run.tokenizer, digit_reversal_examples(n, seed=REVERSAL_TEST_SEED))
 
 
 def setting_words(setup: LabSetup, base: LabSetup | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 from model.transformer import Trace
 
 from explorer import memo
-from explorer.steps import whatif as W
+from explorer.steps import whatif
 from explorer.plot import (MASKED, SEQUENTIAL, for_a_phone, heatmap, heatmap_panels, labels, safe, style, token_label,
                           visible)
 from explorer.registry import BY_SLUG
@@ -181,7 +181,7 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
     (layer, head), the one chosen in the pickers, is outlined in orange.
 
     The grid is laid out by hand (axis domains), as plotly's make_subplots would, but much faster (measured:
-    see the README, "Measured once, behind a design choice").
+    see docs/figures.md, "Measured once, behind a design choice").
     """
     cfg = v.bundle.model.cfg
     panels = grid_panels(cfg, layer)
@@ -252,7 +252,12 @@ def most_alike_heads(trace: Trace, n_layers: int) -> tuple[int, int, int, float]
 
 
 def grid_caption(v: View, trace: Trace) -> str:
-    """What the small squares show, and whether heads of one layer look different here, measured (markdown)."""
+    """What the small squares show, and whether heads of one layer look different here, measured (markdown); worked
+    out once per view (a class on this tab asks for it once per student)."""
+    return memo.per_view(_grid_caption, v)
+
+
+def _grid_caption(v: View, trace: Trace) -> str:
     text = "Each small square is one head's pattern (rows: queries, columns: keys). "
     alike = most_alike_heads(trace, v.bundle.model.cfg.n_layers)
     if alike is None:
@@ -290,7 +295,7 @@ def line_opacity(weight: float, chosen: bool) -> float:
 def who_lines_figure(v: View, layer: int, head: int, query: int) -> go.Figure:
     """`lines_figure` of the view's sentence, built once per (model, sentence, layer, head, query): a class that
     follows its teacher onto one view builds it once, not once per student."""
-    return memo.figure(lines_figure, v, layer, head, query)
+    return memo.per_view(lines_figure, v, layer, head, query)
 
 
 def lines_figure(v: View, trace: Trace, layer: int, head: int, query: int, min_weight: float = 0.01) -> go.Figure:
@@ -351,8 +356,8 @@ HEAD_FIGURES = {"qkv": qkv_figure, "steps": step_figures, "pattern": pattern_fig
 def head_figure(v: View, layer: int, head: int, which: str):
     """One of a head's figures of the view's sentence, "qkv", "steps" (a list of four) or "pattern", built once
     per (model, sentence). Only the open section's figure is built: building all three on every new sentence
-    was most of the page's script run (see the README's measured design choices)."""
-    return memo.figure(_head_figure, v, layer, head, which)
+    was most of the page's script run (see docs/figures.md, "Measured once, behind a design choice")."""
+    return memo.per_view(_head_figure, v, layer, head, which)
 
 
 def _head_figure(v: View, trace: Trace, layer: int, head: int, which: str):
@@ -409,12 +414,12 @@ def overview_figure(v: View, trace: Trace, layer: int = 0, head: int = 0) -> go.
 
 def every_head_figure(v: View, layer: int, head: int) -> go.Figure:
     """overview_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
-    return memo.figure(overview_figure, v, layer, head)
+    return memo.per_view(overview_figure, v, layer, head)
 
 
 def grid_figure(v: View, layer: int, head: int) -> go.Figure:
     """all_heads_figure of the view's sentence with (layer, head) outlined, built once per chosen head."""
-    return memo.figure(all_heads_figure, v, layer, head)
+    return memo.per_view(all_heads_figure, v, layer, head)
 
 
 # --- words --------------------------------------------------------------------------------------
@@ -514,45 +519,45 @@ def searched_heads(cfg, layer: int) -> tuple[tuple[int, int], ...]:
     return tuple(grid_panels(cfg, layer))
 
 
-def heads_family(cfg, layer: int) -> W.Family:
+def heads_family(cfg, layer: int) -> whatif.Family:
     heads = searched_heads(cfg, layer)
     members = (f"all {len(heads)} heads" if len(heads) == cfg.n_layers * cfg.n_heads
                else f"the {len(heads)} heads of layer {layer}")
-    return W.Family("head", "knocking out", members, lambda e: e.label.removeprefix("Knock out "))
+    return whatif.Family("head", "knocking out", members, lambda e: e.label.removeprefix("Knock out "))
 
 
-def knockout_search(v: View, layer: int) -> W.Search:
+def knockout_search(v: View, layer: int) -> whatif.Search:
     """Every searched head knocked out in turn, with each forecast's change, once per (model, sentence)."""
-    return memo.figure(_knockout_search, v, searched_heads(v.bundle.model.cfg, layer))
+    return memo.per_view(_knockout_search, v, searched_heads(v.bundle.model.cfg, layer))
 
 
-def _knockout_search(v: View, trace: Trace, heads: tuple[tuple[int, int], ...]) -> W.Search:
-    return W.search(v, trace, [W.knock_out_head(l, h) for l, h in heads])
+def _knockout_search(v: View, trace: Trace, heads: tuple[tuple[int, int], ...]) -> whatif.Search:
+    return whatif.search(v, trace, [whatif.knock_out_head(l, h) for l, h in heads])
 
 
-def experiments(layer: int, head: int, search: W.Search | None = None, query: int = -1) -> dict[str, Experiment]:
+def experiments(layer: int, head: int, search: whatif.Search | None = None, query: int = -1) -> dict[str, Experiment]:
     """The what-if choices: knock out the chosen head, or the one that changes the query's forecast most (when
     `search` finds another that changes it visibly), remove the √K scaling, lift the mask."""
-    options = {"chosen": W.knock_out_head(layer, head)}
-    if search is not None and (most := W.most_that_shows(search, query)) not in (None, options["chosen"]):
+    options = {"chosen": whatif.knock_out_head(layer, head)}
+    if search is not None and (most := whatif.most_that_shows(search, query)) not in (None, options["chosen"]):
         options["most"] = most
-    return options | {"scaling": W.REMOVE_SCALING, "mask": W.LIFT_MASK}
+    return options | {"scaling": whatif.REMOVE_SCALING, "mask": whatif.LIFT_MASK}
 
 
-def experiment_label(key: str, options: dict[str, Experiment], search: W.Search, query: int) -> str:
+def experiment_label(key: str, options: dict[str, Experiment], search: whatif.Search, query: int) -> str:
     """A choice's words; the head that changes this forecast most, visibly, says so."""
     label = options[key].label
-    if key in ("chosen", "most") and options[key] == W.most_that_shows(search, query):
+    if key in ("chosen", "most") and options[key] == whatif.most_that_shows(search, query):
         label += ", the head that matters most here"
     return label
 
 
-def whatif_notes(v: View, search: W.Search, before: Trace, after: Trace, experiment: Experiment, query: int,
+def whatif_notes(v: View, search: whatif.Search, before: Trace, after: Trace, experiment: Experiment, query: int,
                  layer: int) -> tuple[str, int | None]:
     """What the search of every head found for this forecast, and a query token to look at instead when this
     what-if changes it little (see whatif.search_notes)."""
-    return W.search_notes(v.tokens, search, heads_family(v.bundle.model.cfg, layer), experiment, query,
-                          W.changes(before, after))
+    return whatif.search_notes(v.tokens, search, heads_family(v.bundle.model.cfg, layer), experiment, query,
+                          whatif.changes(before, after))
 
 
 @dataclass
@@ -584,7 +589,7 @@ def change_words(v: View, before: Trace, after: Trace, experiment: Experiment, p
         text += f"it is still {quote(c.after)}, now at **{c.p_after:.2f}**."
     else:
         text += f"it becomes {quote(c.after)} at **{c.p_after:.2f}**."
-    text += " " + W.size_words(c.largest)
+    text += " " + whatif.size_words(c.largest)
     if experiment.kind == "lift_mask":
         if position == T - 1:
             text += (" The last token already sees every token, so lifting the mask changes its prediction only "

@@ -199,8 +199,8 @@ def pca_2d(weight: torch.Tensor) -> Pca:
 
     The directions are the top eigenvectors of the rows' (D x D) covariance, summed over chunks of rows in
     double precision: exact, and light for GPT-2's 50,257 x 768 matrix, where an SVD of the whole matrix in
-    double is slow and large (the README has the measured figures). The sign of each direction is fixed (largest loading
-    positive) so the map does not flip between runs.
+    double is slow and large (docs/figures.md has the measured figures). The sign of each direction is fixed
+    (largest loading positive) so the map does not flip between runs.
     """
     W = weight.detach()
     V, D = W.shape
@@ -323,7 +323,7 @@ def _map_figure(v: View, trace, label_all: bool) -> go.Figure:
 
 def map_figure(v: View, label_all: bool = False) -> go.Figure:
     """pca_figure of the model's map for the view's sentence, built once per sentence."""
-    return memo.figure(_map_figure, v, label_all)
+    return memo.per_view(_map_figure, v, label_all)
 
 
 def pca_note(v: View, pca: Pca) -> str:

@@ -142,7 +142,7 @@ def _decoder(v: View, trace: Trace, layer: int, head: int) -> go.Figure:
 
 def figure(kind: str, v: View, layer: int, head: int) -> go.Figure:
     """The view's figure `kind` ("cross", "encoder", "decoder"), built once per sentence, layer and head."""
-    return memo.figure({"cross": _cross, "encoder": _encoder, "decoder": _decoder}[kind], v, layer, head)
+    return memo.per_view({"cross": _cross, "encoder": _encoder, "decoder": _decoder}[kind], v, layer, head)
 
 
 def alignment_words(v: View, trace: Trace, layer: int, head: int) -> str:
@@ -306,7 +306,7 @@ def greedy_table(v: View, trace: Trace) -> pd.DataFrame:
 
 def beam(v: View, size: int) -> Beam:
     """Beam search of the view's source, once per sentence and beam size."""
-    return memo.figure(lambda view, trace, size: beam_search(view.bundle.model, list(view.ids), size), v, size)
+    return memo.per_view(lambda view, trace, size: beam_search(view.bundle.model, list(view.ids), size), v, size)
 
 
 def beam_table(v: View, result: Beam) -> pd.DataFrame:
@@ -350,7 +350,7 @@ def _whatif(v: View, trace: Trace, label: str, layer: int, head: int) -> str:
 def whatif_output(v: View, label: str, layer: int, head: int) -> str:
     """The target the model writes for the view's source with experiment `label` applied at every step,
     decoded once per sentence and experiment."""
-    return memo.figure(_whatif, v, label, layer, head)
+    return memo.per_view(_whatif, v, label, layer, head)
 
 
 def target_probability(v: View, trace: Trace, edits: dict | None = None) -> float:
@@ -388,4 +388,4 @@ def _whatif_change(v: View, trace: Trace, label: str, layer: int, head: int) -> 
 def whatif_change(v: View, label: str, layer: int, head: int) -> str:
     """What the what-if `label` changed, measured: how many written tokens differ, the probability of the original
     target before and after, and whether each target is the task's right answer."""
-    return memo.figure(_whatif_change, v, label, layer, head)
+    return memo.per_view(_whatif_change, v, label, layer, head)

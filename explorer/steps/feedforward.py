@@ -14,7 +14,8 @@ import torch
 from plotly.colors import sample_colorscale
 
 from explorer import memo
-from explorer.steps import whatif as W
+from explorer.numbers import percents
+from explorer.steps import whatif
 from explorer.plot import DIMS_SHOWN, DIVERGING, as_numpy, for_a_phone, heatmap, labels, style, token_label
 from explorer.registry import BY_SLUG
 from explorer.view import View, quote
@@ -368,62 +369,43 @@ def histogram_figure(view: View, layer: int) -> go.Figure:
 # What if this layer had no feed-forward network?
 # --------------------------------------------------------------------------------------------------
 
-def experiment(layer: int) -> W.Experiment:
-    return W.skip_mlp(layer)
+def experiment(layer: int) -> whatif.Experiment:
+    return whatif.skip_mlp(layer)
 
 
-def skip_search(view: View) -> W.Search:
+def skip_search(view: View) -> whatif.Search:
     """Every layer's feed-forward skipped in turn, with each forecast's change, once per (model, sentence)."""
-    return memo.figure(_skip_search, view)
+    return memo.per_view(_skip_search, view)
 
 
-def _skip_search(view: View, trace) -> W.Search:
-    return W.search(view, trace, [experiment(layer) for layer in range(view.bundle.model.cfg.n_layers)])
+def _skip_search(view: View, trace) -> whatif.Search:
+    return whatif.search(view, trace, [experiment(layer) for layer in range(view.bundle.model.cfg.n_layers)])
 
 
-def family(cfg) -> W.Family:
-    return W.Family("layer's feed-forward", "skipping", f"the {cfg.n_layers} layers' feed-forward networks",
+def family(cfg) -> whatif.Family:
+    return whatif.Family("layer's feed-forward", "skipping", f"the {cfg.n_layers} layers' feed-forward networks",
                     lambda e: e.description.removesuffix(" skipped").replace("feed-forward", "the feed-forward"))
 
 
-def choices(layer: int, search: W.Search, position: int) -> dict[str, int]:
+def choices(layer: int, search: whatif.Search, position: int) -> dict[str, int]:
     """The what-if choices, as the layer whose feed-forward is skipped: the chosen layer, or the one whose
     skipping changes the forecast after `position` most (when another, and visibly)."""
-    most = W.most_that_shows(search, position)
+    most = whatif.most_that_shows(search, position)
     if most is None or most == experiment(layer):
         return {"chosen": layer}
     return {"chosen": layer, "most": search.experiments.index(most)}      # the search runs layer 0, 1, ...
 
 
-def choice_label(key: str, options: dict[str, int], search: W.Search, position: int) -> str:
+def choice_label(key: str, options: dict[str, int], search: whatif.Search, position: int) -> str:
     shown = experiment(options[key])
-    return shown.label + (", the one that matters most here" if shown == W.most_that_shows(search, position) else "")
+    return shown.label + (", the one that matters most here" if shown == whatif.most_that_shows(search, position) else "")
 
 
-def whatif_notes(view: View, search: W.Search, before, after, shown: W.Experiment, position: int):
+def whatif_notes(view: View, search: whatif.Search, before, after, shown: whatif.Experiment, position: int):
     """What skipping each layer's feed-forward does to this forecast, and a token to look at instead when the
     shown one changes it little (see whatif.search_notes)."""
-    return W.search_notes(view.tokens, search, family(view.bundle.model.cfg), shown, position,
-                          W.changes(before, after))
-
-
-def _percent(p: float, digits: int) -> str:
-    """A probability as a percentage with `digits` significant digits, and at least one decimal."""
-    x = 100 * p
-    decimals = 1 if x <= 0 else max(1, digits - 1 - math.floor(math.log10(x)))
-    return f"{x:.{decimals}f}%"
-
-
-def percents(*probabilities: float) -> tuple[str, ...]:
-    """Probabilities as percentages, each with the same number of significant digits (2 to 6): as many as it takes
-    for any two that differ to be written differently, so their order shows (0.021% and 0.0048%, not 0.0%)."""
-    for digits in range(2, 7):
-        shown = tuple(_percent(p, digits) for p in probabilities)
-        values = [float(s.rstrip("%")) for s in shown]
-        if all(values[i] != values[j] for i in range(len(values)) for j in range(i)
-               if probabilities[i] != probabilities[j]):
-            break
-    return shown
+    return whatif.search_notes(view.tokens, search, family(view.bundle.model.cfg), shown, position,
+                          whatif.changes(before, after))
 
 
 def change_in_words(view: View, before, after, layer: int, position: int = -1) -> str:
@@ -433,7 +415,7 @@ def change_in_words(view: View, before, after, layer: int, position: int = -1) -
     p_before = torch.softmax(before["logits"][0, position], -1)
     p_after = torch.softmax(after["logits"][0, position], -1)
     b, a = int(p_before.argmax()), int(p_after.argmax())
-    size = W.size_words(float(W.changes(before, after)[position]))
+    size = whatif.size_words(float(whatif.changes(before, after)[position]))
     start = f"{experiment(layer).changed}, the top guess after {quote(view.tokens[position])}"
     if a == b:
         old, new = percents(float(p_before[b]), float(p_after[b]))

@@ -19,7 +19,8 @@ from model.inputs import Prepared, prepare_text
 from model.transformer import Trace, TransformerLM, sinusoidal_table
 
 from explorer import memo
-from explorer.steps import whatif as W
+from explorer.steps import whatif
+from explorer.steps.embedding import cosine_matrix
 from explorer.plot import heatmap, labels, safe, style, token_label, window
 from explorer.steps.tokenization import UNITS
 from explorer.registry import BY_SLUG
@@ -161,14 +162,6 @@ def dim_name(cfg: ModelConfig, dim: int, sinusoidal: bool | None = None) -> str:
         wave = "sin" if dim % 2 == 0 else "cos"
         return f"dim {dim} ({wave}, one wave = {wavelength(cfg, dim):.1f} positions)"
     return f"dim {dim}"
-
-
-def cosine_matrix(vectors: torch.Tensor) -> np.ndarray:
-    """Cosine similarity between every pair of rows (N x N); a zero row gives 0, not NaN."""
-    x = vectors.double()
-    norms = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    unit = x / norms
-    return (unit @ unit.T).numpy()
 
 
 def _dim_labels(shown: range) -> list[str]:
@@ -325,7 +318,7 @@ def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Fi
         table = trace["embed.pos"][0]
         names = labels(v.tokens)
         title = "Similarity between the position vectors of your sentence"
-    sims = cosine_matrix(table)
+    sims = cosine_matrix(table).numpy()                                                # (n, n)
     n = len(names)
     fig = heatmap(sims, names, names, title=title, row_title="position", col_title="position",
                   value_name="cosine similarity", zmin=-1.0, zmax=1.0, text=n <= 12,
@@ -342,7 +335,7 @@ def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Fi
 
 def figure(kind: str, v: View, *args) -> go.Figure | None:
     """The view's figure `kind` ("added", "table", "curves", "sum", "similarity"), built once per sentence."""
-    return memo.figure(_BUILDERS[kind], v, *args)
+    return memo.per_view(_BUILDERS[kind], v, *args)
 
 
 _BUILDERS = {"added": added_figure, "table": table_figure, "curves": curves_figure, "sum": sum_figure,
@@ -441,7 +434,7 @@ def default_pair(v: View) -> tuple[str, str]:
 
 def order_traces(v: View, ids: list[int]) -> list[Trace]:
     """The traces of `ids` under each of CONDITIONS (each computed once per server)."""
-    return [memo.trace(v, ids=ids), memo.trace(v, W.REMOVE_POSITIONS, ids), memo.trace(v, W.BAG_OF_WORDS, ids)]
+    return [memo.trace(v, ids=ids), memo.trace(v, whatif.REMOVE_POSITIONS, ids), memo.trace(v, whatif.BAG_OF_WORDS, ids)]
 
 
 def prepare_pair(v: View, a: str, b: str) -> tuple[Prepared, Prepared]:

@@ -502,21 +502,37 @@ class Lens:
     stages: list[tuple[str, str]]    # (trace name, label)
     top_ids: np.ndarray              # (S, T) top token id read at each stage and position
     top_probs: np.ndarray            # (S, T) its probability
+    start: int = 0                   # the sentence's position of column 0 (a lens of one position reads only it)
+
+    def at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top ids and their probabilities (S,), (S,) read at the sentence's `position`."""
+        return self.top_ids[:, position - self.start], self.top_probs[:, position - self.start]
 
 
 @torch.no_grad()
-def logit_lens(view: View, with_mid: bool = True) -> Lens:
-    """The top guess read from the stream at every stage, through the model's own final norm and unembedding.
+def logit_lens(view: View, with_mid: bool = True, position: int | None = None) -> Lens:
+    """The top guess read from the stream at every stage, through the model's own final norm and unembedding, at
+    every position or at `position` only (a question asked about one: GPT-2's 13 unembeddings of one vector).
 
     One stage at a time: GPT-2's 25 stages x 64 positions x 50,257 probabilities at once would be 320 MB."""
     model, stages = view.bundle.model, stream_stages(view, with_mid)
+    read = slice(None) if position is None else slice(position, position + 1)
     ids, probs = [], []
     for name, _ in stages:
-        logits = model.unembed(model.final_norm(view.trace[name][0]))            # (T, V)
+        logits = model.unembed(model.final_norm(view.trace[name][0, read]))      # (T, V)
         top = logits.max(-1)
         ids.append(top.indices)
         probs.append(torch.exp(top.values - torch.logsumexp(logits, -1)))       # its softmax probability
-    return Lens(stages, as_numpy(torch.stack(ids)), as_numpy(torch.stack(probs)).astype(float))
+    return Lens(stages, as_numpy(torch.stack(ids)), as_numpy(torch.stack(probs)).astype(float),
+                0 if position is None else position)
+
+
+def settled(column: np.ndarray) -> int:
+    """The first stage from which a column's top guess (S,) is the final one, and stays so to the end."""
+    first = len(column) - 1
+    while first > 0 and column[first - 1] == column[-1]:
+        first -= 1
+    return first
 
 
 LENS_COLUMNS = 12       # more stages than this (GPT-2: 13 or 25) go down the rows, positions across
@@ -561,7 +577,7 @@ def _lens(view: View, trace, with_mid: bool) -> Lens:
 
 def lens_of(view: View, with_mid: bool) -> Lens:
     """logit_lens of the view's sentence, once per sentence (GPT-2: 25 unembeddings of 50,257 scores each)."""
-    return memo.figure(_lens, view, with_mid)
+    return memo.per_view(_lens, view, with_mid)
 
 
 def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
@@ -570,20 +586,18 @@ def _lens_chart(view: View, trace, with_mid: bool) -> go.Figure:
 
 def lens_chart(view: View, with_mid: bool) -> go.Figure:
     """lens_figure of the view's sentence, built once per sentence."""
-    return memo.figure(_lens_chart, view, with_mid)
+    return memo.per_view(_lens_chart, view, with_mid)
 
 
 def lens_in_words(view: View, lens: Lens, position: int = -1) -> str:
     """At which stage the final guess at `position` first becomes the top guess."""
     vocab = view.bundle.tokenizer.vocab
-    column = lens.top_ids[:, position]
-    final = int(column[-1])
-    first = len(column) - 1
-    while first > 0 and column[first - 1] == final:
-        first -= 1
+    position %= len(view.tokens)
+    column, probs = lens.at(position)
+    final, first = int(column[-1]), settled(column)
     where = lens.stages[first][1]
     start = (f"After {quote(view.tokens[position])}, the model's final guess is {quote(vocab[final])} "
-             f"({lens.top_probs[-1, position]:.1%}).")
+             f"({probs[-1]:.1%}).")
     if first == len(column) - 1:
         return f"{start} Reading the stream early, it only becomes the top guess at the last stage, **{where}**."
     return f"{start} Reading the stream early, it is already the top guess from stage **{where}** on."

@@ -277,10 +277,10 @@ def comparison_tokenizers(bundle: Bundle) -> tuple[dict[str, Tokenizer], str]:
     """Word, char and BPE tokenizers for this model (its own kind is the model's tokenizer), and their source."""
     found = corpus_of(bundle)
     if found:
-        made = memo.resource(_tokenizers_from_corpus, *found)
+        made = memo.per_key(_tokenizers_from_corpus, *found)
         source = f"the model's training text (the {found[0]} corpus)"
     else:
-        made = memo.resource(_tokenizers_from_vocab, tuple(bundle.tokenizer.vocab), bundle.tokenizer.kind)
+        made = memo.per_key(_tokenizers_from_vocab, tuple(bundle.tokenizer.vocab), bundle.tokenizer.kind)
         source = "the model's own vocabulary (its training text is not available)"
     return {**made, bundle.tokenizer.kind: bundle.tokenizer}, source
 
@@ -422,7 +422,7 @@ def corpus_counts(bundle: Bundle) -> np.ndarray | None:
     if not found:
         return None
     tok = bundle.tokenizer
-    return memo.resource(lambda *key: _corpus_counts(tok, *key), *found, tok.kind, tuple(tok.vocab))
+    return memo.per_key(lambda *key: _corpus_counts(tok, *key), *found, tok.kind, tuple(tok.vocab))
 
 
 def vocabulary_table(tok: Tokenizer, counts: np.ndarray | None, query: str = "") -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 An experiment is a small frozen dataclass: what a button calls it, what a legend calls it, and the edits
 that carry it out (model/edits.py). Two experiments are equal when they change the same thing, so an
-experiment is also the cache key of its trace (explorer/cache.py).
+experiment is also the cache key of its trace (explorer/app/cache.py).
 
     knock_out_head(layer, head)   skip_mlp(layer)   REMOVE_POSITIONS   REMOVE_SCALING   LIFT_MASK   BAG_OF_WORDS
 
@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from model import edits as E
+from model import edits as model_edits
 from model.config import ModelConfig
 
 from explorer import memo
@@ -46,22 +46,22 @@ class Experiment:
 def knock_out_head(layer: int, head: int) -> Experiment:
     return Experiment("knock_out_head", f"Knock out head {head} of layer {layer}",
                       f"head {head} of layer {layer} knocked out", f"With head {head} of layer {layer} knocked out",
-                      lambda cfg: E.knock_out_head(layer, head))
+                      lambda cfg: model_edits.knock_out_head(layer, head))
 
 
 def skip_mlp(layer: int) -> Experiment:
     return Experiment("skip_mlp", f"Skip the feed-forward of layer {layer}", f"feed-forward of layer {layer} skipped",
-                      f"With the feed-forward of layer {layer} skipped", lambda cfg: E.skip_mlp(layer))
+                      f"With the feed-forward of layer {layer} skipped", lambda cfg: model_edits.skip_mlp(layer))
 
 
 REMOVE_POSITIONS = Experiment("remove_positions", "Remove the positional encoding", "positional encoding removed",
-                              "With the positional encoding removed", lambda cfg: E.remove_positions())
+                              "With the positional encoding removed", lambda cfg: model_edits.remove_positions())
 REMOVE_SCALING = Experiment("remove_scaling", "Remove the √K scaling", "without the 1/√K scaling",
-                            "Without the division by √K", E.remove_scaling)
+                            "Without the division by √K", model_edits.remove_scaling)
 LIFT_MASK = Experiment("lift_mask", "Lift the causal mask", "causal mask lifted", "With the causal mask lifted",
                        causal=False)
 BAG_OF_WORDS = Experiment("bag_of_words", "Remove positions and lift the mask", "positions removed and mask lifted",
-                          "With positions removed and the mask lifted", lambda cfg: E.remove_positions(),
+                          "With positions removed and the mask lifted", lambda cfg: model_edits.remove_positions(),
                           causal=False)
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from model import attribution as A
-from model import patching as P
+from model import attribution as model_attribution
+from model import patching as model_patching
 from model.tokenizers import Tokenizer
 
 from explorer.plot import heatmap, labels, safe, style, token_label, visible
@@ -86,13 +86,13 @@ def favourites(trace, position: int, n: int = TOP_TARGETS) -> list[int]:
     return logits.topk(min(n, logits.numel())).indices.tolist()
 
 
-def attribution(view: View, trace, position: int, target: int, other: int | None = None) -> A.Attribution:
+def attribution(view: View, trace, position: int, target: int, other: int | None = None) -> model_attribution.Attribution:
     """The attribution of `target` (and `other`) at `position` of the view's run."""
     targets = [target] if other is None else [target, other]
-    return A.attribute(view.bundle.model, trace, position, targets)
+    return model_attribution.attribute(view.bundle.model, trace, position, targets)
 
 
-def attribution_table(view: View, result: A.Attribution, target: int, other: int | None = None) -> pd.DataFrame:
+def attribution_table(view: View, result: model_attribution.Attribution, target: int, other: int | None = None) -> pd.DataFrame:
     """One row per part, in the model's order: its contribution to the target's logit (and the other's, and the
     difference). The CSV download is this table."""
     vocab = view.bundle.tokenizer.vocab
@@ -107,7 +107,7 @@ def attribution_table(view: View, result: A.Attribution, target: int, other: int
     return table
 
 
-def contribution_figure(result: A.Attribution, values: torch.Tensor, title: str, total_label: str,
+def contribution_figure(result: model_attribution.Attribution, values: torch.Tensor, title: str, total_label: str,
                         presenter: bool = False, bars: int = BARS) -> go.Figure:
     """Horizontal bars, largest first: the `bars` largest parts one by one, the rest as one bar, then the total
     (their sum, which is the model's logit or logit difference)."""
@@ -141,7 +141,7 @@ def contribution_figure(result: A.Attribution, values: torch.Tensor, title: str,
 
 
 def attribution_figure(view: View, trace, position: int, target: int, other: int | None = None) -> go.Figure:
-    """The bars of `target`'s logit at `position` or, with `other`, of the difference (a builder for memo.figure:
+    """The bars of `target`'s logit at `position` or, with `other`, of the difference (a builder for memo.per_view:
     remembered per model, sentence and choice)."""
     result = attribution(view, trace, position, target, other)
     vocab, after = view.bundle.tokenizer.vocab, stream_tokens(view, trace)[position]
@@ -155,11 +155,11 @@ def attribution_figure(view: View, trace, position: int, target: int, other: int
                                "total = the difference", view.presenter, bars)
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
     return f"{value:+.2f}".replace("-", "−")
 
 
-def _part_words(part: A.Part) -> str:
+def part_words(part: model_attribution.Part) -> str:
     """A part as a sentence says it: "layer 1 head 3", "the MLP of layer 0", "the token embedding"."""
     if part.kind == "head":
         cross = "cross-attention " if part.attention == "cross_attn" else ""
@@ -169,22 +169,22 @@ def _part_words(part: A.Part) -> str:
     return f"the {part.label}"
 
 
-def source_story(view: View, trace, result: A.Attribution, index: int, target: int,
+def source_story(view: View, trace, result: model_attribution.Attribution, index: int, target: int,
                  other: int | None = None) -> str:
     """For a head: which source token most of its contribution comes from ("... most of it, +1.80, comes from
     “dog” at position 2")."""
     part = result.parts[index]
-    sources = A.head_sources(view.bundle.model, trace, result.position, part.layer, part.head, target,
+    sources = model_attribution.head_sources(view.bundle.model, trace, result.position, part.layer, part.head, target,
                              part.attention or "attn", other)
     value = float(sources.sum())
     best = int(sources.argmax()) if value >= 0 else int(sources.argmin())
     cross = part.attention == "cross_attn"                      # it read the source, not the stream's tokens
     tokens = view.tokens if cross else stream_tokens(view, trace)
     where = f"{quote(tokens[best])} at {'source ' if cross else ''}position {best}"
-    return f"most of it ({_signed(float(sources[best]))}) comes from {where}"
+    return f"most of it ({signed(float(sources[best]))}) comes from {where}"
 
 
-def attribution_story(view: View, trace, result: A.Attribution, target: int) -> str:
+def attribution_story(view: View, trace, result: model_attribution.Attribution, target: int) -> str:
     """What the bars say, in words: the logit, the biggest push for and against, the kinds' totals, and for the
     strongest head the token it read."""
     vocab = view.bundle.tokenizer.vocab
@@ -196,23 +196,23 @@ def attribution_story(view: View, trace, result: A.Attribution, target: int) -> 
     lines = [f"The model gives {word} a score (logit) of **{logit:.2f}** after {after} (position {result.position}); "
              f"the {len(values)} parts below add up to it."]
     if values[up] > 0:
-        lines.append(f"The biggest push up comes from **{_part_words(result.parts[up])}** "
-                     f"({_signed(float(values[up]))}).")
+        lines.append(f"The biggest push up comes from **{part_words(result.parts[up])}** "
+                     f"({signed(float(values[up]))}).")
     if values[down] < 0:
-        lines.append(f"The biggest push down comes from **{_part_words(result.parts[down])}** "
-                     f"({_signed(float(values[down]))}).")
+        lines.append(f"The biggest push down comes from **{part_words(result.parts[down])}** "
+                     f"({signed(float(values[down]))}).")
     kinds = [(k, float(sum(v for p, v in zip(result.parts, values.tolist()) if p.kind == k))) for k in KIND_WORDS]
-    lines.append("Together: " + ", ".join(f"{words} {_signed(v)}" for (k, v), words in
+    lines.append("Together: " + ", ".join(f"{words} {signed(v)}" for (k, v), words in
                                           zip(kinds, KIND_WORDS.values())) + ".")
     heads = [i for i, p in enumerate(result.parts) if p.kind == "head"]
     if heads:
         strongest = max(heads, key=lambda i: abs(float(values[i])))
-        lines.append(f"{_part_words(result.parts[strongest]).capitalize()} adds {_signed(float(values[strongest]))} "
+        lines.append(f"{part_words(result.parts[strongest]).capitalize()} adds {signed(float(values[strongest]))} "
                      f"to {word}; {source_story(view, trace, result, strongest, target)}.")
     return " ".join(lines)
 
 
-def rather_story(view: View, result: A.Attribution, target: int, other: int) -> str:
+def rather_story(view: View, result: model_attribution.Attribution, target: int, other: int) -> str:
     """Why `target` rather than `other`: the gap and the parts that make most of it."""
     vocab = view.bundle.tokenizer.vocab
     a, b = (float(result.logits[result.targets.index(t)]) for t in (target, other))
@@ -220,18 +220,18 @@ def rather_story(view: View, result: A.Attribution, target: int, other: int) -> 
     best = int(difference.argmax()) if a >= b else int(difference.argmin())
     ahead, behind = (quote(vocab[target]), quote(vocab[other])) if a >= b else (quote(vocab[other]), quote(vocab[target]))
     return (f"{quote(vocab[target])} scores {a:.2f} and {quote(vocab[other])} {b:.2f}: a difference of "
-            f"**{_signed(a - b)}**, which the parts below add up to. The part that puts {ahead} furthest ahead of "
-            f"{behind} is **{_part_words(result.parts[best])}** ({_signed(float(difference[best]))}).")
+            f"**{signed(a - b)}**, which the parts below add up to. The part that puts {ahead} furthest ahead of "
+            f"{behind} is **{part_words(result.parts[best])}** ({signed(float(difference[best]))}).")
 
 
-def head_story(view: View, trace, result: A.Attribution, layer: int, head: int, target: int) -> str:
+def head_story(view: View, trace, result: model_attribution.Attribution, layer: int, head: int, target: int) -> str:
     """One head's bar in words, with the source token most of it comes from."""
     index = next(i for i, p in enumerate(result.parts) if p.kind == "head" and p.attention == "attn"
                  and p.layer == layer and p.head == head)
     value = float(result.column(target)[index])
     rank = heads_by_size(result, result.column(target)).index(index) + 1
     heads = sum(p.kind == "head" for p in result.parts)
-    return (f"Layer {layer} head {head} adds {_signed(value)} to {quote(view.bundle.tokenizer.vocab[target])} "
+    return (f"Layer {layer} head {head} adds {signed(value)} to {quote(view.bundle.tokenizer.vocab[target])} "
             f"(number {rank} of {heads} heads by size); {source_story(view, trace, result, index, target)}.")
 
 
@@ -248,7 +248,7 @@ def decoder_note(view: View, trace) -> str:
     return DECODER.format(name=view.name, written=quote(" ".join(written)) if written else "nothing")
 
 
-def heads_by_size(result: A.Attribution, values: torch.Tensor) -> list[int]:
+def heads_by_size(result: model_attribution.Attribution, values: torch.Tensor) -> list[int]:
     """The indices of the head parts, largest contribution (in size) first."""
     heads = [i for i, p in enumerate(result.parts) if p.kind == "head"]
     return sorted(heads, key=lambda i: -abs(float(values[i])))
@@ -275,7 +275,7 @@ class Node:
         return "attn" if self.state == "mid" else "mlp"
 
 
-def edge_ends(edge: A.Edge) -> tuple[Node, Node]:
+def edge_ends(edge: model_attribution.Edge) -> tuple[Node, Node]:
     """Where an edge starts and ends on the graph."""
     if edge.into == "mid":
         start = Node(edge.layer - 1, "post", edge.source) if edge.layer else Node(-1, "embed", edge.source)
@@ -298,13 +298,13 @@ def clicked_node(click: dict | None, nodes: list[Node]) -> int | None:
     return where.get(tuple(data)) if isinstance(data, list) and len(data) == 2 else None
 
 
-def route_nodes(edges: list[A.Edge]) -> list[Node]:
+def route_nodes(edges: list[model_attribution.Edge]) -> list[Node]:
     """Every state an update was written into on the routes (the nodes a student can open), top layer first."""
     nodes = {edge_ends(e)[1] for e in edges if e.kind != "residual"}
     return sorted(nodes, key=lambda n: (-n.row, n.position))
 
 
-def routes_figure(view: View, edges: list[A.Edge], position: int, threshold: float,
+def routes_figure(view: View, edges: list[model_attribution.Edge], position: int, threshold: float,
                   presenter: bool = False) -> go.Figure:
     """The routes: positions across, the stream's states up (embeddings, then after attention and after the MLP
     of each layer); a line per kept contribution, as wide as its weight: blue through a head, orange through an
@@ -343,7 +343,7 @@ def routes_figure(view: View, edges: list[A.Edge], position: int, threshold: flo
     return style(fig, presenter, 160 + 70 * len(rows))
 
 
-def routes_story(view: View, edges: list[A.Edge], position: int) -> str:
+def routes_story(view: View, edges: list[model_attribution.Edge], position: int) -> str:
     """Which earlier tokens reach the position through heads, the strongest first."""
     into = {}
     for e in edges:
@@ -363,7 +363,7 @@ def routes_story(view: View, edges: list[A.Edge], position: int) -> str:
 
 def node_table(view: View, trace, node: Node, position: int, n: int = PROMOTED) -> pd.DataFrame:
     """The tokens a node's update promotes most and suppresses most, read at `position`'s final norm."""
-    scores = A.node_update_logits(view.bundle.model, trace, node.position, node.layer, node.sublayer)
+    scores = model_attribution.node_update_logits(view.bundle.model, trace, node.position, node.layer, node.sublayer)
     vocab = view.bundle.tokenizer.vocab
     up = scores.topk(n).indices.tolist()
     down = scores.topk(n, largest=False).indices.tolist()
@@ -381,8 +381,8 @@ def node_story(view: View, node: Node, table: pd.DataFrame) -> str:
     what = "attention" if node.state == "mid" else "MLP"
     return (f"What layer {node.layer}'s {what} wrote at {quote(view.tokens[node.position])} (position "
             f"{node.position}), read directly by the unembedding: it pushes {quote(table.promotes[0])} up most "
-            f"({_signed(table['up by'][0])}) and {quote(table.suppresses[0])} down most "
-            f"({_signed(table['down by'][0])}).")
+            f"({signed(table['up by'][0])}) and {quote(table.suppresses[0])} down most "
+            f"({signed(table['down by'][0])}).")
 
 
 # --- activation patching -------------------------------------------------------------------------------------
@@ -405,7 +405,7 @@ def suggested_corruption(view: View) -> str | None:
 @dataclass(frozen=True)
 class Patching:
     """The pair and both grids."""
-    pair: P.Pair
+    pair: model_patching.Pair
     resid: torch.Tensor            # (L, T)
     heads: torch.Tensor            # (L, H)
 
@@ -414,14 +414,14 @@ def patching(model, clean: tuple[int, ...], corrupted: tuple[int, ...], position
              other: int | None = None, progress=None) -> Patching:
     """Both grids for a sentence pair (model/patching.py), comparing `answer` with `other` (by default the clean
     run's favourite with the corrupted run's); `progress(done, total)` follows the patched runs."""
-    pair = P.make_pair(model, list(clean), list(corrupted), position, answer, other)
+    pair = model_patching.make_pair(model, list(clean), list(corrupted), position, answer, other)
     L, T, H = model.cfg.n_layers, len(clean), model.cfg.n_heads
     total = L * T + L * H
 
     def report(offset):
         return None if progress is None else (lambda done, _: progress(offset + done, total))
-    resid = P.resid_pre_grid(model, pair, progress=report(0))
-    heads = P.head_out_grid(model, pair, progress=report(L * T))
+    resid = model_patching.resid_pre_grid(model, pair, progress=report(0))
+    heads = model_patching.head_out_grid(model, pair, progress=report(L * T))
     return Patching(pair, resid, heads)
 
 
@@ -435,8 +435,8 @@ class Estimate:
 def estimate(model, clean: tuple[int, ...], corrupted: tuple[int, ...], position: int, answer: int | None = None,
              other: int | None = None, progress=None) -> Estimate:
     """Both grids estimated by attribution patching, for the same pair as `patching`."""
-    pair = P.make_pair(model, list(clean), list(corrupted), position, answer, other)
-    return Estimate(P.resid_pre_estimate(model, pair), P.head_out_estimate(model, pair))
+    pair = model_patching.make_pair(model, list(clean), list(corrupted), position, answer, other)
+    return Estimate(model_patching.resid_pre_estimate(model, pair), model_patching.head_out_estimate(model, pair))
 
 
 def agreement(exact: torch.Tensor, estimated: torch.Tensor) -> tuple[float | None, float, tuple[int, int]]:
@@ -482,9 +482,9 @@ def pair_story(view: View, result: Patching, corrupted_tokens: list[str]) -> str
     where = ", ".join(f"{quote(view.tokens[t])} → {quote(corrupted_tokens[t])} (position {t})" for t in changed)
     return (f"The sentences differ at {where}. After {quote(view.tokens[pair.position])} (position "
             f"{pair.position}) we compare {quote(vocab[pair.answer])} with {quote(vocab[pair.other])}: "
-            f"score difference {_signed(pair.clean_diff)} in your sentence, {_signed(pair.corrupted_diff)} in the "
+            f"score difference {signed(pair.clean_diff)} in your sentence, {signed(pair.corrupted_diff)} in the "
             "changed one. Each cell below is the share of that gap a patch brings back: 1 all of it, 0 none."
-            + (f" The gap is small ({_signed(pair.clean_diff - pair.corrupted_diff)}): the changed word barely matters "
+            + (f" The gap is small ({signed(pair.clean_diff - pair.corrupted_diff)}): the changed word barely matters "
                "here, so the shares are ratios of small numbers. A position where it matters more shows more."
                if abs(pair.clean_diff - pair.corrupted_diff) < SMALL_GAP else ""))
 

@@ -1,0 +1,168 @@
+"""The ready lecture led as a class in AppTest: a teacher and ten students, every question answered by every student,
+on tinytales (the lecture as written), roses and a model trained in the lab (the lecture's tinytales steps moved to
+that model, where its questions can be asked). At every reveal the model's answer each screen shows is the one this
+test recomputes from the model's own forward pass (tests/questions_support.py), each student's guess is marked
+right or not, the teacher sees the share right; the teacher's summary table and the CSV the app serves are
+checked against the answers the students sent; each student sees their own summary at the end."""
+import csv
+import io
+import json
+import re
+from collections import Counter
+from functools import lru_cache
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import APP, page_text
+from explorer import lessons
+from explorer.app import classroom
+from explorer.classroom import summary
+from explorer.numbers import percent
+from explorer.registry import BY_SLUG
+from explorer.view import escape
+from model.checkpoint import load_bundled
+from questions_support import expected_answer
+
+LECTURE = lessons.ready_lessons()["transformers-in-one-lecture"]
+NAMES = ("Ada", "Bob", "", "Chen", "", "Dara", "Eli", "", "Femi", "Gus")        # three stay anonymous
+LAB = "lab: run 1"
+SENTENCE = "roses are red violets are blue"
+
+
+@lru_cache
+def lab_model():
+    from explorer.lab.training import WALKTHROUGH, new_run
+    run = new_run(WALKTHROUGH, "run 1")
+    run.trainer.step(60)
+    return run.bundle()
+
+
+def lecture_on(model: str) -> lessons.Lesson:
+    """The lecture with its tinytales steps on `model`, reading roses' line (every other step as written)."""
+    if model == "tinytales":
+        return LECTURE
+    raw = json.loads(LECTURE.to_json())
+    for step in raw["steps"]:
+        if step.get("view", {}).get("model") == "tinytales":
+            step["view"].update(model=model, text=SENTENCE)
+    return lessons.parse(json.dumps(raw))
+
+
+def bundle_of(name: str):
+    return lab_model() if name == LAB else load_bundled(name)
+
+
+def app(model: str, **query) -> AppTest:
+    """A new session on the class page (a model trained in the lab is in it: the file every student uploads)."""
+    at = AppTest.from_file(APP, default_timeout=90)
+    if model == LAB:
+        at.session_state["trained_models"] = {LAB: lab_model()}
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    return at.switch_page(BY_SLUG["class"].file).run()
+
+
+def reveal_text(kind: str, answer: str | None) -> str:
+    return {"poll": "**A poll:** there is no right answer.", "choice": f"**The answer:** “{escape(answer or '')}”."
+            }.get(kind, f"**The model's answer:** “{escape(answer or '')}” (")
+
+
+def test_ten_students_answer_every_question_of_the_lecture_and_the_summary_is_what_they_sent(monkeypatch):
+    lead_the_lecture("tinytales", monkeypatch)
+
+
+@pytest.mark.parametrize("model", ["roses", LAB])
+def test_the_lecture_moved_onto_roses_and_a_lab_model_is_answered_by_that_model(model, monkeypatch):
+    lead_the_lecture(model, monkeypatch)
+
+
+def lead_the_lecture(model: str, monkeypatch) -> None:
+    """The class on the lecture (on `model`), every question answered by ten students, every reveal and summary
+    checked."""
+    served = []
+    monkeypatch.setattr(summary, "csv_of", lambda table, real=summary.csv_of: served.append(real(table)) or served[-1])
+    lecture = lecture_on(model)
+    teacher = app(model)
+    teacher.session_state[classroom.DRAFT] = list(lecture.steps)
+    teacher.session_state["lesson_title"] = lecture.title
+    teacher.run()
+    teacher.selectbox(key="class_lesson").set_value("mine").run()
+    teacher.button(key="class_start").click().run()
+    code = teacher.session_state[classroom.CODE]
+    students = []
+    for name in NAMES:
+        at = app(model, join=code)
+        at.text_input(key="class_join_name").set_value(name).run()
+        at.button(key="class_join").click().run()
+        assert not at.exception and at.session_state[classroom.ROLE] == "student"
+        students.append(at)
+    teacher.button(key="class_show_step").click().run()
+    sent: dict[int, dict[str, str]] = {}               # step -> seat -> answer
+    right: dict[int, str | None] = {}
+    for index, step in enumerate(lecture.steps):
+        if index:
+            teacher.button(key="class_next").click().run()
+        assert not teacher.exception, (index, teacher.exception)
+        if step.question is None:
+            continue
+        view = {"model": model if step.view.get("model") != "translate" else "translate", **step.view}
+        bundle = bundle_of(view["model"])
+        ids = bundle.tokenizer.encode(view["text"])[-min(bundle.model.cfg.max_len, 64):]
+        answer = expected_answer(bundle, ids, view, step.question)
+        sent[index], right[index] = {}, answer
+        for n, student in enumerate(students):
+            student.run()                                               # follows the teacher to the step
+            assert not student.exception and student.session_state[classroom.STEP] == index, (index, n)
+            radio = student.radio(key=f"class_answer_{index}")
+            options = [re.sub(r"\\(.)", r"\1", label) for label in radio.options]     # shown escaped
+            guess = options[(n + index) % len(options)]
+            radio.set_value(guess).run()
+            student.button(key="class_send").click().run()
+            sent[index][student.session_state[classroom.SEAT]] = guess
+        teacher.run()
+        counts = Counter(sent[index].values())
+        assert classroom.store().tally(code, index) == counts
+        assert any(f"**{len(students)} of {len(students)}** answered" in m
+                   for m in teacher.markdown.values)
+        teacher.button(key="class_reveal").click().run()
+        shown = page_text(teacher)
+        assert reveal_text(step.question.kind, answer) in shown, (index, step.question.kind)
+        if answer is not None:
+            share = f"{counts[answer]} of {len(students)} right ({percent(counts[answer] / len(students))})"
+            assert share in shown, (index, share)
+        for student in students:
+            student.run()
+            text = page_text(student)
+            guess = sent[index][student.session_state[classroom.SEAT]]
+            assert reveal_text(step.question.kind, answer) in text, (index, step.question.kind)
+            assert f"**Your guess:** “{escape(guess)}”" + (" — right!" if guess == answer else ".") in text
+    assert len(sent) >= 8
+    for student, name in zip(students, NAMES):                           # the last step: each student's own summary
+        text = page_text(student)
+        right_count = sum(sent[i][student.session_state[classroom.SEAT]] == right[i] for i in sent if right[i])
+        assert f"**Your answers in this class:** {right_count} of {sum(1 for i in sent if right[i])} revealed right." \
+            in text
+    teacher.switch_page(BY_SLUG["class"].file).run()                   # the teacher's summary, on the class page
+    assert not teacher.exception
+    table = next(frame.value for frame in teacher.dataframe if "most common wrong answer" in frame.value.columns)
+    assert list(table["step"]) == [i + 1 for i in sorted(sent)]
+    assert list(table["answered"]) == [len(sent[i]) for i in sorted(sent)]
+    for i, row in zip(sorted(sent), table.itertuples()):
+        counts = Counter(sent[i].values())
+        if right[i] is None:
+            assert row.right == "(poll)"
+            continue
+        assert row.right == str(counts[right[i]])
+        wrong = {a: c for a, c in counts.items() if a != right[i]}
+        assert (wrong.get(row._6, 0) == max(wrong.values())) if wrong else row._6 == ""
+    rows = list(csv.DictReader(io.StringIO(served[-1])))
+    seats = sorted(classroom.store().roster(code))
+    who = {at.session_state[classroom.SEAT]: name or f"student {seats.index(at.session_state[classroom.SEAT]) + 1}"
+           for at, name in zip(students, NAMES)}
+    expected = sorted((str(i + 1), who[seat], answer, right[i] or "(poll)",
+                       "" if right[i] is None else "yes" if answer == right[i] else "no")
+                      for i in sent for seat, answer in sent[i].items())
+    assert sorted((r["step"], r["student"], r["answer"], r["right answer"], r["right"]) for r in rows) == expected
+    assert len(rows) == len(students) * len(sent) and not any(r["student"] == "" for r in rows)
