@@ -9,6 +9,7 @@ It needs a machine that can make a cgroup (Linux, cgroup v1, root): elsewhere it
 """
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from playwright.sync_api import expect
@@ -45,7 +46,9 @@ def settings_sent_to_a_browser(base: str):
         async with Session(base, "") as visitor:
             await visitor.wait_for(lambda run: run.full)
             return visitor.config
-    return asyncio.run(read())
+    # In a thread of its own: the session's Playwright (sync API) keeps an event loop running on this one.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, read()).result()
 
 
 def test_the_server_runs_in_a_2_7_gb_memory_cgroup_with_usage_statistics_and_run_on_save_on(cloud_server):

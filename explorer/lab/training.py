@@ -349,8 +349,7 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
     context = cfg.max_len
     if len(val_ids) <= context:     # short texts: validate on the training text rather than refuse
         val_ids = train_ids
-    torch.manual_seed(seed)
-    trainer = Trainer(TransformerLM(cfg), train_ids, val_ids, replace(setup.train, seed=seed))
+    trainer = Trainer(seeded(seed, TransformerLM, cfg), train_ids, val_ids, replace(setup.train, seed=seed))
     probe_text = setup.probe or PROBES.get(setup.task) or train_text[:200]
     probe_ids = tokenizer.encode(probe_text)[:context] or train_ids[:context]
     lengths = digit_lengths(train_text) if setup.task in ("digits", "reverse") else None
@@ -358,6 +357,18 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
               training_data=text_training_data(setup.task, train_text, val_text), lengths=lengths)
     run.snapshot()
     return run
+
+
+_SEEDING = threading.Lock()
+
+
+def seeded(seed: int, build, cfg: ModelConfig):
+    """`build(cfg)` with torch's global random numbers seeded `seed`, as one thread at a time: two sessions (or a
+    Discoveries card's background run) starting runs at once would otherwise draw from one shared generator in turns
+    and the same seed would give different weights. The generator's state is put back for everyone else."""
+    with _SEEDING, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build(cfg)
 
 
 def digit_lengths(text: str) -> tuple[int, int]:
@@ -399,8 +410,7 @@ def _new_encoder_decoder_run(setup: LabSetup, label: str, seed: int) -> Run:
         sizes = [len(source.split()) for source, _ in train_pairs]
         lengths = (min(sizes), max(sizes))
         data = tasks.training_data(task, len(train_pairs), lengths)
-    torch.manual_seed(seed)
-    trainer = PairTrainer(EncoderDecoder(cfg), tasks.encode_pairs(tokenizer, train_pairs, cfg.max_len),
+    trainer = PairTrainer(seeded(seed, EncoderDecoder, cfg), tasks.encode_pairs(tokenizer, train_pairs, cfg.max_len),
                           tasks.encode_pairs(tokenizer, held_out, cfg.max_len), replace(setup.train, seed=seed))
     probe = setup.probe if tasks.answer(task, setup.probe or "") else PROBES[setup.task]
     probe_ids = tokenizer.encode(probe)[:cfg.max_len]
