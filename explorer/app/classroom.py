@@ -728,8 +728,10 @@ def _reveal(index: int) -> None:
 
 # The page under the class box went blank: Streamlit (1.67) sometimes drops the elements a run of the app has just
 # drawn when the class's poll runs right after it (tests/test_browser_lessons.py saw about one phone step in four
-# stay blank for good but for the class box; Streamlit's tracker has the like: #9188). Checked at each poll, once the
-# app is idle: no page title left means the page was dropped, and the poll opens the class's step again.
+# stay blank for good but for the class box; with the placeholder in streamlit_app.py and no file watcher, still a
+# teacher's page and a phone's in one walk of the four lessons out of two; Streamlit's tracker has the like: #9188).
+# Checked at each poll, once the app is idle: no page title left means the page was dropped, and the poll opens the
+# class's step again.
 _blank_watch = st.components.v2.component("explorer_blank_watch", html="", js="""
 export default function ({ setTriggerValue }) {
   const check = setTimeout(() => {
@@ -748,8 +750,8 @@ def _page_went_blank() -> bool:
 
 
 def _student(code, lesson_, state, step, name, text) -> None:
-    """A student's row (where the class is, Follow), and at a question its choices in a row and Send: short, so a
-    phone's first screen keeps the page's chart."""
+    """A student's row (where the class is, Follow), at a question its choices in a row and Send, and at the
+    lesson's end their own answers: short, so a phone's first screen keeps the page's chart."""
     s = store()
     seat = st.session_state[SEAT]
     following = st.session_state.get(FOLLOW, True)
@@ -765,12 +767,18 @@ def _student(code, lesson_, state, step, name, text) -> None:
     if st.session_state.get(STEP) != state.step or not following or here != step.page:
         st.button("Back to the class's view", key="class_back", on_click=_back, args=(step, state.step),
                   icon=":material/groups:")
-    if state.step == len(lesson_.steps) - 1:
-        with st.expander("Your answers in this class", icon=":material/checklist:"):
-            own_summary(code, name, text)
     asked_ = asked(step, *lesson_.reading_at(state.step, name, text))
-    if asked_ is None:
-        return
+    if asked_ is not None:
+        _question(code, seat, state, asked_)
+    if state.step == len(lesson_.steps) - 1 and (asked_ is None or state.is_revealed):
+        with st.expander("Your answers in this class", icon=":material/checklist:"):    # the lesson's end, once its
+            own_summary(code, name, text)                                               # last question is revealed
+
+
+def _question(code: str, seat: str, state: Position, asked_: Asked) -> None:
+    """A student's question: the prompt, then the choices in a row with Send; after the reveal, the answer beside
+    their guess and the numbers in one line."""
+    s = store()
     mine = s.my_answer(code, seat, state.step)
     if not state.is_revealed:
         st.markdown(escape(asked_.prompt))

@@ -78,7 +78,7 @@ PHONE_CSS = f"""<style>
 [data-testid="stHeader"] { height: 48px; min-height: 0; }
 [data-testid="stMainBlockContainer"] { padding-top: 52px; }
 h1 { font-size: 1.75rem !important; padding: 0.25rem 0 !important; }
-.st-key-class_box { padding: 0.5rem; gap: 0.5rem; }
+.st-key-class_box { padding: 0.5rem; gap: 0.25rem; } .st-key-class_box [data-testid="stVerticalBlock"] { gap: 0.25rem; }
 .st-key-class_box p { font-size: 0.875rem; }
 .st-key-pickers [data-testid="stColumn"] { min-width: 0; }
 .stApp [data-testid="stMain"] button, .stApp [data-testid="stHeader"] button, .stApp [role="tab"], .stApp summary,
