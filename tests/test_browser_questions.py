@@ -59,6 +59,7 @@ def test_a_phone_answers_a_question_of_every_kind_and_sees_each_reveal(chromium,
         student.box().get_by_text("Your answers in this class", exact=True).click()     # the last step: their own
         expect(student.box().get_by_text(re.compile(r"^Your answers in this class: \d+ of 9 revealed right"))
                ).to_be_visible()
+        teacher.box().get_by_role("button", name="Note").click()          # the step's note and the way back
         teacher.page.get_by_role("link", name="Show the join code and QR code").click()
         wait_until_run(teacher.page)
         expect(teacher.page.get_by_text("What the class got right")).to_be_visible()
