@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 from bench.cgroup import CLOUD_MEMORY_BYTES, Cgroup, unavailable
 from bench.live import serve
 from bench.websocket_session import Session
+from browser_support import PHONE, PROJECTOR
 from conftest import _in_ci
 from explorer import lessons
 from test_browser_lessons import Watched, answer_and_reveal, join, start_class
@@ -62,8 +63,8 @@ def test_the_server_runs_in_a_2_7_gb_memory_cgroup_with_usage_statistics_and_run
 def test_a_teacher_and_a_phone_follow_a_lesson_to_its_question_and_the_answer_is_counted(chromium, cloud_server):
     base, server, group = cloud_server
     count = len(LESSON.steps)
-    projector = chromium.new_context(viewport={"width": 1366, "height": 768})
-    phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    projector = chromium.new_context(viewport=PROJECTOR)
+    phone = chromium.new_context(**PHONE)
     try:
         teacher = Watched(projector.new_page(), "the teacher")
         code = start_class(teacher, base, LESSON)
@@ -75,7 +76,7 @@ def test_a_teacher_and_a_phone_follow_a_lesson_to_its_question_and_the_answer_is
             expect(teacher.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
             expect(student.box().get_by_text(f"step {index + 1} of {count}")).to_be_visible()
             expect(student.page).to_have_url(re.compile(rf"/{LESSON.steps[index].page}\?"))
-        answer_and_reveal(teacher, [student])               # "1 of 1" counted on the teacher's screen, then revealed
+        answer_and_reveal(teacher, [student], LESSON.steps[-1].question.prompt)   # "1 of 1" counted, then revealed
         for watched in (teacher, student):
             statistics = [p for p in watched.problems if USAGE_STATISTICS.search(p)]
             assert statistics, f"{watched.who}'s browser never asked for Streamlit's usage statistics settings"
