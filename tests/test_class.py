@@ -228,3 +228,24 @@ def test_presenter_mode_and_high_contrast_stay_on_when_a_teacher_starts_a_class_
     assert at.toggle(key="presenter").value is True and at.toggle(key="high_contrast").value is True
     at.button(key="class_next").click().run()
     assert on_page(at) == LESSON.steps[1].page and at.toggle(key="presenter").value is True
+
+
+def test_the_tally_is_a_bar_per_answer_in_the_students_order_on_a_scale_of_those_present_in_the_pages_ink():
+    asked_ = questions.Asked("next-word", "Which word?", ("is", "it", "they"), "it")
+    frame = classroom.tally_frame(asked_, {"it": 2, "they": 1}, revealed=True)
+    assert list(frame["answer"]) == ["is", "it ✓", "they"] and list(frame["students"]) == [0, 2, 1]
+    spec = classroom.tally_chart(asked_, {"it": 2, "they": 1}, 5, revealed=True, ink="#f5f5f5").to_dict()
+    bars, numbers = spec["layer"]
+    assert bars["encoding"]["y"]["sort"] == ["is", "it ✓", "they"]           # as every screen lists the options
+    assert bars["encoding"]["x"]["scale"]["domain"] == [0, 5]                 # a full bar: every student present
+    assert numbers["mark"]["color"] == bars["encoding"]["y"]["axis"]["labelColor"] == "#f5f5f5"  # readable when dark
+    before = classroom.tally_chart(asked_, {}, 0).to_dict()["layer"][0]["encoding"]
+    assert before["y"]["sort"] == ["is", "it", "they"] and before["x"]["scale"]["domain"] == [0, 1]
+
+
+def test_at_the_reveal_a_student_reads_every_options_number_in_one_line():
+    model = questions.Asked("next-word", "Which word?", ("is", "it"), "it", {"is": 0.01, "it": 0.99},
+                            {"is": "1%", "it": "99%"}, "the model's probability")
+    assert classroom.numbers_words(model, {}) == "The model's probability: “is” 1% · “it” 99%"
+    poll = questions.Asked("poll", "How sure?", ("1", "2"), None)
+    assert classroom.numbers_words(poll, {"2": 3}) == "The class: “1” 0 · “2” 3"

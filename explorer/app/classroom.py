@@ -409,7 +409,7 @@ def numbers_words(asked_: Asked, counts: dict[str, int]) -> str:
     """At the reveal, one line (a phone keeps the page's chart on its first screen): each option with the model's
     number for it ('top guess read there: “stage 1” the · ...') or, for a choice or a poll, the class's count."""
     if asked_.shown:
-        return f"{escape(asked_.measure)}: " + " · ".join(f"{quote(o)} {escape(asked_.shown.get(o, ''))}"
+        return f"{escape(asked_.measure[:1].upper() + asked_.measure[1:])}: " + " · ".join(f"{quote(o)} {escape(asked_.shown.get(o, ''))}"
                                                           for o in asked_.options)
     return "The class: " + " · ".join(f"{quote(o)} {counts.get(o, 0)}" for o in asked_.options)
 
@@ -703,20 +703,26 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     prompt.markdown(escape(asked_.prompt))
     if state.is_revealed and asked_.said:
         prompt.markdown(asked_.said)
-    tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed), width="stretch")   # the page's theme
+    ink = st.get_option(f"theme.{'dark' if st.context.theme.type == 'dark' else 'light'}.textColor")
+    tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed, ink), width="stretch")
 
 
-def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: bool = False) -> alt.LayerChart:
+def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: bool = False,
+                ink: str = "#111111") -> alt.LayerChart:
     """The live tally: a labelled bar per answer (in the order the students see them, the right one marked once
-    revealed) with its count, on a scale of the students present (a bar across the whole width: all of them)."""
+    revealed) with its count, on a scale of the students present (a bar across the whole width: all of them). Its
+    words and counts in `ink`, the page theme's text colour (Streamlit's chart theme leaves a count's text black,
+    unreadable on the dark theme); a row of 26 px per answer (a fixed height let Streamlit's theme crowd the
+    labels)."""
     frame = tally_frame(asked_, counts, revealed)
     base = alt.Chart(frame).encode(
         y=alt.Y("answer:N", sort=list(frame["answer"]), title=None,
-                axis=alt.Axis(labelOverlap=False, labelFontSize=16, ticks=False, domain=False, labelPadding=6)),
+                axis=alt.Axis(labelOverlap=False, labelColor=ink, ticks=False, domain=False, labelPadding=6)),
         x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
     bars = base.mark_bar(color="#4477AA")
-    numbers = base.mark_text(align="left", dx=4, fontSize=16).encode(text="students:Q")
-    return (bars + numbers).properties(height=22 * len(asked_.options)).configure_view(stroke=None)
+    numbers = base.mark_text(align="left", dx=4, fontSize=16, color=ink).encode(text="students:Q")
+    return ((bars + numbers).properties(height=alt.Step(26)).configure_axis(labelFontSize=16)
+            .configure_view(stroke=None))
 
 
 def _reveal(index: int) -> None:
