@@ -57,7 +57,7 @@ SLOW = [
     "tests/test_pretrained.py::test_a_gpt2_shaped_model_round_trips_through_our_files_with_the_tie_kept",
     "tests/test_tasks.py::test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding",
     "tests/test_class_replicas.py",                  # redis-server and two replica processes
-    "tests/test_class_lecture.py::test_the_lecture_moved_onto_roses_and_a_lab_model_is_answered_by_that_model",
+    "tests/test_class_lecture.py",                   # ten students answer the whole lecture (AppTest)
     "tests/test_questions.py::test_gpt2s_long_word_and_its_questions_are_answered_as_its_own_forward_pass_says",
 ]
 
@@ -73,6 +73,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_browser") or BROWSER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.xdist_group("browser"))      # one after another, on one worker
         if _listed(item, SLOW):
             item.add_marker(pytest.mark.slow)
         if _listed(item, FRESH_CACHE):
