@@ -62,6 +62,32 @@ SLOW = [
 ]
 
 
+# Files with real-browser tests besides tests/test_browser*.py. Under pytest-xdist (python3 dev.py test) these and
+# the test_browser files run one test after another on one worker, never two browser tests at once, while the other
+# workers take the rest file by file (BrowserTestsInTurn below).
+BROWSER_FILES = {"tests/test_hostile.py", "tests/test_load.py"}
+
+
+def _in_browser_group(nodeid: str) -> bool:
+    file = nodeid.split("::", 1)[0]
+    return Path(file).name.startswith("test_browser") or file in BROWSER_FILES
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadgroup`: the browser tests as one unit of work, every other file a unit of its own.
+    (pytest-xdist 3.8's own loadgroup reads xdist_group marks by renaming a test's node id through an attribute
+    pytest 9 no longer reads: its groups are silently ignored, so the grouping is done here, by file name.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BrowserTestsInTurn(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "browser" if _in_browser_group(nodeid) else nodeid.split("::", 1)[0]
+
+    return BrowserTestsInTurn(config, log)
+
+
 def _listed(item, names: list[str]) -> bool:
     test = item.nodeid.split("[", 1)[0]               # "tests/<file>.py::<test>", without parameters
     return test in names or test.split("::", 1)[0] in names
@@ -73,7 +99,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith("test_browser") or BROWSER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.xdist_group("browser"))      # one after another, on one worker
+            if not _in_browser_group(item.nodeid):
+                raise pytest.UsageError(f"{item.nodeid} uses a real browser: add its file to BROWSER_FILES in "
+                                        "tests/conftest.py, so that it runs in turn with the other browser tests")
         if _listed(item, SLOW):
             item.add_marker(pytest.mark.slow)
         if _listed(item, FRESH_CACHE):
