@@ -3,7 +3,7 @@
 
     python3 dev.py run             create .venv if needed, install requirements.txt, start the app
     python3 dev.py test            the same with requirements-dev.txt, then run every test (pytest; what CI runs)
-    python3 dev.py test --quick    every test but the real-browser and slow ones (under 2 minutes on 2 cores)
+    python3 dev.py test --quick    every test but the real-browser and slow ones
     python3 dev.py bench           the speed benchmark (python -m bench); exits 1 when a target is missed
     python3 dev.py bench --only pages    one area of it (model, pages, lab, load, memory, browser, gpt2, classroom, cloud)
 
@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 QUICK = "not browser and not slow"       # pytest's markers (pytest.ini; tests/conftest.py marks the tests)
+# Tests run in parallel, one pytest-xdist worker per core; the real-browser tests are one group (tests/conftest.py),
+# run one after another on one worker, so a browser test never shares the machine with another browser test.
+PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
 
 
 def requirements_digest(path: Path) -> str:
@@ -64,7 +67,8 @@ def main(argv: list[str]) -> int:
         ensure_env("requirements-dev.txt")
         if "--quick" in extra:
             extra = ["-m", QUICK, *[arg for arg in extra if arg != "--quick"]]
-        args = ["-m", "pytest", *extra]
+        chosen = any(arg.startswith(("-n", "--numprocesses")) for arg in extra) or "no:xdist" in extra
+        args = ["-m", "pytest", *([] if chosen else PARALLEL), *extra]
     elif command == "bench":
         ensure_env("requirements-dev.txt")
         args = ["-m", "bench", *extra]

@@ -187,7 +187,7 @@ def test_a_live_class_has_no_wcag_violation_for_the_teacher_or_a_student(chromiu
         student_box.get_by_role("button", name="Send", exact=True).click()
         student_box.get_by_text("You can change it until the teacher reveals").wait_for()
         check_all_schemes(student, "class, student, phone, answered", found)
-        box.get_by_text("1 of 1").wait_for()
+        box.get_by_text("1 of 1", exact=True).wait_for()
         check_all_schemes(teacher, "class, teacher, presenter, tally", found)
         box.get_by_role("button", name="Reveal", exact=True).click()
         student_box.get_by_text("The model's answer:").wait_for()

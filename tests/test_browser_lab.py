@@ -81,23 +81,6 @@ def test_the_architecture_panel_draws_its_knobs_when_opened_and_keeps_them_when_
     assert tab.locator("[data-testid='stException']").count() == 0
 
 
-def test_the_length_experiment_trains_and_shows_exact_match_by_length(tab, app_url):
-    """The preset "sort: does it generalise to longer lists?" from the dropdown to its chart and sentence."""
-    open_view(tab, app_url, "training")
-    pick(tab, "Preset", "sort: does it generalise to longer lists?")
-    expect(tab.locator("[data-testid='stAlertContentInfo']").first).to_contain_text("lists of 3 to 8 digits")
-    tab.get_by_role("button", name="Start", exact=True).click()
-    expect(tab.locator("[data-testid='stProgress']")).to_contain_text("step 1000 of 1000 · done", timeout=180_000)
-    heading = tab.get_by_role("heading", name="Does it generalise to other lengths?")
-    expect(heading).to_be_visible(timeout=30_000)
-    sentence = tab.get_by_text(re.compile(r"^Trained on lists of 3 to 8 digits: \d+% exact at those lengths"))
-    expect(sentence).to_be_visible()
-    chart = tab.locator(".js-plotly-plot", has=tab.locator("text=Exact match by list length"))
-    expect(chart).to_have_count(1)
-    expect(chart.locator("g.point")).to_have_count(14)                       # one bar per length, 1 to 14
-    assert tab.locator("[data-testid='stException']").count() == 0
-
-
 # Watches the lab's live views (the progress bar and every chart): how long each stays marked stale, and whether
 # any is drawn dimmed. Streamlit marks a rerunning fragment's elements stale (data-stale) until they are drawn
 # again, and its CSS greys a stale element after half a second (opacity, "1s ease-in 0.5s").

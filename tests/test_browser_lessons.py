@@ -107,7 +107,7 @@ def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str) ->
         group.locator("label").first.click()
         student.box().get_by_role("button", name="Send", exact=True).click()
         expect(student.box().get_by_text("You can change it until the teacher reveals")).to_be_visible()
-    expect(teacher.box().get_by_text(f"{len(students)} of {len(students)}")).to_be_visible()
+    expect(teacher.box().get_by_text(f"{len(students)} of {len(students)}", exact=True)).to_be_visible()
     reveal = teacher.box().get_by_role("button", name="Reveal", exact=True)
     shown = {"question": on_screen(teacher.box().get_by_text(prompt)),
              "tally": on_screen(teacher.box().get_by_test_id("stVegaLiteChart")), "Reveal": on_screen(reveal)}

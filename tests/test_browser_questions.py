@@ -49,7 +49,7 @@ def test_a_phone_answers_a_question_of_every_kind_and_sees_each_reveal(chromium,
             group.locator("label").first.click()
             student.box().get_by_role("button", name="Send", exact=True).click()
             expect(student.box().get_by_text("You can change it until the teacher reveals")).to_be_visible()
-            expect(teacher.box().get_by_text("1 of 1")).to_be_visible()
+            expect(teacher.box().get_by_text("1 of 1", exact=True)).to_be_visible()   # the tally: one of one answered
             teacher.box().get_by_role("button", name="Reveal", exact=True).click()
             expect(teacher.box().get_by_text(REVEALED.get(step.question.kind, "The model's answer:"))).to_be_visible()
             expect(student.box().get_by_text(REVEALED.get(step.question.kind, "The model's answer:"))).to_be_visible()
