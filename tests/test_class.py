@@ -238,7 +238,8 @@ def test_the_tally_is_a_bar_per_answer_in_the_students_order_on_a_scale_of_those
     bars, numbers = spec["layer"]
     assert bars["encoding"]["y"]["sort"] == ["is", "it ✓", "they"]           # as every screen lists the options
     assert bars["encoding"]["x"]["scale"]["domain"] == [0, 5]                 # a full bar: every student present
-    assert numbers["mark"]["color"] == bars["encoding"]["y"]["axis"]["labelColor"] == "#f5f5f5"  # readable when dark
+    axis = bars["encoding"]["y"]["axis"]
+    assert numbers["mark"]["color"] == axis["labelColor"] == "#f5f5f5" and axis["labelFlush"] is False   # dark; aligned
     before = classroom.tally_chart(asked_, {}, 0).to_dict()["layer"][0]["encoding"]
     assert before["y"]["sort"] == ["is", "it", "they"] and before["x"]["scale"]["domain"] == [0, 1]
 

@@ -712,16 +712,17 @@ def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: b
     """The live tally: a labelled bar per answer (in the order the students see them, the right one marked once
     revealed) with its count, on a scale of the students present (a bar across the whole width: all of them). Its
     words and counts in `ink`, the page theme's text colour (Streamlit's chart theme leaves a count's text black,
-    unreadable on the dark theme); a row of 26 px per answer (a fixed height let Streamlit's theme crowd the
-    labels)."""
+    unreadable on the dark theme), and each label beside its bar (the theme pushed the first one up, over the
+    second). 22 px an answer: a projector's first screen keeps the page's chart under the question."""
     frame = tally_frame(asked_, counts, revealed)
     base = alt.Chart(frame).encode(
         y=alt.Y("answer:N", sort=list(frame["answer"]), title=None,
-                axis=alt.Axis(labelOverlap=False, labelColor=ink, ticks=False, domain=False, labelPadding=6)),
+                axis=alt.Axis(labelOverlap=False, labelFlush=False, labelColor=ink, ticks=False, domain=False,
+                              labelPadding=6)),
         x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
     bars = base.mark_bar(color="#4477AA")
     numbers = base.mark_text(align="left", dx=4, fontSize=16, color=ink).encode(text="students:Q")
-    return ((bars + numbers).properties(height=alt.Step(26)).configure_axis(labelFontSize=16)
+    return ((bars + numbers).properties(height=22 * len(asked_.options)).configure_axis(labelFontSize=16)
             .configure_view(stroke=None))
 
 
