@@ -66,12 +66,20 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
 
 
+# A run has drawn its page and ended: Streamlit marks its script state as not running, the page's title (every page
+# has one: explorer/app/layout.py, `page_header`) is there, and so is the app's CSS (explorer/app/styles.py; it lands
+# about 0.1 s after the run ends). The state alone is "not running" too before a new session's first run starts.
+RUN_ENDED = """() => document.querySelector("[data-test-script-state='notRunning']") !== null
+                  && document.querySelector("[data-testid='stMain'] h1") !== null
+                  && getComputedStyle(document.documentElement).getPropertyValue("--explorer-styles").trim() === 'applied'"""
+
+
 def wait_until_run(page) -> None:
     """Wait for the app to finish its script run: the app's frame is there, and (after a moment for a run
-    to start) Streamlit marks its script state as not running."""
+    to start) its run has ended with the page drawn (RUN_ENDED)."""
     page.wait_for_selector("[data-testid='stApp']")
     page.wait_for_timeout(300)
-    page.wait_for_selector("[data-test-script-state='notRunning']")
+    page.wait_for_function(RUN_ENDED)
 
 
 def open_view(page, app_url: str, slug: str, **query) -> None:

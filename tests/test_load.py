@@ -25,8 +25,11 @@ def bundled_probabilities(page, app_url) -> list:
 def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chromium, app_url):
     contexts = [chromium.new_context() for _ in range(VISITORS + TRAINERS)]
     pages = [c.new_page() for c in contexts]
+    errors = {id(page): [] for page in pages}
     for page in pages:
         page.set_default_timeout(60_000)
+        page.on("pageerror", lambda error, page=page: errors[id(page)].append(f"page error: {error}"))
+        page.on("console", lambda m, page=page: m.type == "error" and errors[id(page)].append(f"console: {m.text}"))
     visitors, trainers = pages[:VISITORS], pages[VISITORS:]
     try:
         before = bundled_probabilities(visitors[0], app_url)
@@ -50,8 +53,9 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             try:
                 expect(page.locator("[data-testid='stProgress']")).to_contain_text("done", timeout=90_000)
             except AssertionError as failed:                           # say what the trainer's page shows
-                shown = page.get_by_test_id("stMain").inner_text()[:1500]
-                raise AssertionError(f"{failed}\nThe training page shows:\n{shown}") from None
+                shown = page.locator("body").inner_text()[:1500]
+                raise AssertionError(f"{failed}\nThe training page shows:\n{shown}\n"
+                                     f"and its browser logged:\n" + "\n".join(errors[id(page)])) from None
             assert page.locator("[data-testid='stProgress']").inner_text().startswith("run 1:")
             assert page.locator("[data-testid='stException']").count() == 0
         assert bundled_probabilities(visitors[1], app_url) == before     # the shared model never changed

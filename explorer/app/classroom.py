@@ -35,6 +35,7 @@ from explorer.registry import BY_SLUG
 from explorer.view import escape, model_key, quote
 
 from . import cache, url
+from .components import front_end
 from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
@@ -592,11 +593,7 @@ def class_box(name: str, text: str) -> None:
 # A new step opens at the top of its page, whatever was scrolled before (a page switch and a rerun of the same page
 # keep the scroll position): the class box and the step's chart are its first screen. Drawn only on the run that
 # opens a step, so it runs once (its element is hidden: explorer/app/styles.py).
-_to_the_top = st.components.v2.component("explorer_to_the_top", html="", js="""export default function () {
-  const main = document.querySelector('[data-testid="stMain"]');
-  if (main) main.scrollTo({top: 0});
-  window.scrollTo({top: 0});
-}""")
+_to_the_top = st.components.v2.component("explorer_to_the_top", html="", js=front_end("to_the_top.js"))
 
 
 def _teacher_row(name: str, text: str) -> None:
@@ -739,15 +736,7 @@ def _reveal(index: int) -> None:
 # teacher's page and a phone's in one walk of the four lessons out of two; Streamlit's tracker has the like: #9188).
 # Checked at each poll, once the app is idle: no page title left means the page was dropped, and the poll opens the
 # class's step again.
-_blank_watch = st.components.v2.component("explorer_blank_watch", html="", js="""
-export default function ({ setTriggerValue }) {
-  const check = setTimeout(() => {
-    const state = document.querySelector("[data-test-script-state]");
-    const idle = state && state.dataset.testScriptState === "notRunning";
-    if (idle && !document.querySelector('[data-testid="stMain"] h1')) setTriggerValue("blank", Date.now());
-  }, 400);
-  return () => clearTimeout(check);
-}""")
+_blank_watch = st.components.v2.component("explorer_blank_watch", html="", js=front_end("blank_watch.js"))
 
 
 def _page_went_blank() -> bool:

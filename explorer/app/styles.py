@@ -13,7 +13,9 @@ from explorer.registry import GROUPS, NAVIGATION
 # colour (bold, over the blue line) instead of blue, and a multiselect's chosen items are outlined in the text colour.
 # A discovery's guess stays readable once revealed (its choices are disabled: Streamlit greys them to 2.61:1).
 # The class's scroll to the top and its watch for a dropped page take no room (explorer/app/classroom.py).
+# `--explorer-styles` tells a test the CSS has arrived (a page's st.html lands a moment after its run ends: bench/live.py).
 BASE_CSS = """<style>
+:root { --explorer-styles: applied; }
 [data-testid="stCaptionContainer"] code { color: inherit; }
 .katex-display { padding: 0.5em 0.1em; }
 [data-testid="stMultiSelect"] [data-tag] { background-color: transparent !important; color: inherit !important;
