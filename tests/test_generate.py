@@ -213,21 +213,33 @@ def test_beam_search_as_wide_as_the_vocabulary_finds_the_likeliest_pair_of_token
     assert generate(model, prompt, n_new=2, strategy="greedy").tokens != best_pair
 
 
+@pytest.mark.parametrize("use_cache", [False, True], ids=["without-cache", "with-cache"])
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
 def test_generating_past_the_context_slides_the_window_and_never_feeds_more_than_max_len(
-        model, monkeypatch, strategy):
-    lengths, predict = [], model.predict
+        model, monkeypatch, strategy, use_cache):
+    reads, predict, read = [], model.predict, model.read
 
-    def spy(tokens):
-        lengths.append(torch.as_tensor(tokens).shape[-1])
+    def spy_predict(tokens):
+        reads.append(("all", torch.as_tensor(tokens).shape[-1]))
         return predict(tokens)
 
-    monkeypatch.setattr(model, "predict", spy)
-    out = generate(model, PROMPT, n_new=15, strategy=strategy, beams=2)
+    def spy_read(tokens, cache=None):
+        reads.append(("new", torch.as_tensor(tokens).shape[-1]))
+        return read(tokens, cache)
+
+    monkeypatch.setattr(model, "predict", spy_predict)
+    monkeypatch.setattr(model, "read", spy_read)
+    out = generate(model, PROMPT, n_new=15, strategy=strategy, beams=2, use_cache=use_cache)
     assert len(out.tokens) == len(out.probs) == 15
     assert out.window_slid
-    assert max(lengths) == SMALL["max_len"]
-    assert lengths == [min(len(PROMPT) + i, SMALL["max_len"]) for i in range(15)]
+    assert max(n for _, n in reads) == SMALL["max_len"]
+    written = [len(PROMPT) + i for i in range(15)]
+    if use_cache:       # the prompt once, then one new token a step, until the window slides: all of it each step
+        fits = [t for t in written if t <= SMALL["max_len"]]
+        assert reads == [("new", len(PROMPT))] + [("new", 1)] * (len(fits) - 1) + \
+            [("all", SMALL["max_len"])] * (15 - len(fits))
+    else:
+        assert reads == [("all", min(t, SMALL["max_len"])) for t in written]
     if strategy == "greedy":
         monkeypatch.undo()
         assert out.tokens == greedy_by_hand(model, PROMPT, 15)
