@@ -119,7 +119,7 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
         m_in = norm(mid, f"{n}.norm2") if pre else mid
         if cfg.activation == "swiglu":                                   # SiLU(gate) x up
             gate, up = linear(m_in, f"{n}.mlp.W_gate"), linear(m_in, f"{n}.mlp.W_up")
-            m_post = gate / (1.0 + np.exp(-gate)) * up
+            m_post = gate * 0.5 * (1.0 + np.tanh(gate / 2)) * up     # gate x sigmoid(gate) x up
             out.update({f"{n}.mlp.gate": gate, f"{n}.mlp.up": up})
         else:
             m_pre = linear(m_in, f"{n}.mlp.W_in")
@@ -221,6 +221,53 @@ def test_the_trace_holds_every_name_with_its_documented_shape(norm_position):
     assert len(model.trace_names) == 4 + 15 * SMALL["n_layers"] + 2
     for name in model.trace_names:
         assert tuple(trace[name].shape) == documented_shape(name), name
+
+
+G = 1                                            # the Llama-like model's key/value heads (multi-query)
+LLAMA_SHAPES = {"embed.rope": (B, T, K // 2), "attn.q_unrotated": (B, H, T, K), "attn.k_unrotated": (B, G, T, K),
+                "attn.k": (B, G, T, K), "attn.v": (B, G, T, K), "mlp.gate": (B, T, F), "mlp.up": (B, T, F)}
+
+
+def test_rotary_positions_grouped_heads_and_a_gated_mlp_add_their_names_with_their_shapes():
+    model = make_model(pos="rope", n_kv_heads=G, activation="swiglu", norm="rms", bias=False)
+    trace = model.run(random_tokens())
+    assert list(trace) == model.trace_names
+    assert len(model.trace_names) == 5 + 18 * SMALL["n_layers"] + 2        # + embed.rope; + 4 - mlp.pre a block
+    assert "blocks.0.mlp.pre" not in trace                                   # a gated MLP has a gate instead
+    for name in model.trace_names:
+        short = name.split(".", 2)[2] if name.startswith("blocks.") else name
+        assert tuple(trace[name].shape) == LLAMA_SHAPES.get(short, SHAPES.get(short)), name
+    assert trace["gate", 1] is trace["blocks.1.mlp.gate"] and trace["q_unrotated", 0] is trace["blocks.0.attn.q_unrotated"]
+
+
+def test_rotary_positions_turn_each_pair_of_dimensions_and_keep_its_length():
+    model = make_model(pos="rope", rope_theta=100.0)
+    trace = model.run(random_tokens())
+    q, before = trace["blocks.1.attn.q"], trace["blocks.1.attn.q_unrotated"]
+    pair_length = lambda x: x[..., :K // 2] ** 2 + x[..., K // 2:] ** 2  # noqa: E731   pair i: dims i and i + K/2
+    torch.testing.assert_close(pair_length(q), pair_length(before))
+    torch.testing.assert_close(q[:, :, 0], before[:, :, 0], rtol=0, atol=0)    # position 0 turns by 0
+    angles = trace["embed.rope"][0]                                              # (T, K/2)
+    torch.testing.assert_close(angles[1], 100.0 ** (-torch.arange(0, K, 2) / K))  # position 1: one step of each
+    torch.testing.assert_close(angles, torch.arange(T)[:, None] * angles[1])      # grows with the position
+
+
+def test_scores_of_grouped_heads_are_each_query_head_against_its_key_value_head():
+    model = make_model(d_model=24, n_heads=6, n_kv_heads=2)
+    trace = model.run(random_tokens())
+    q, k, v = (trace[f"blocks.0.attn.{s}"] for s in "qkv")                     # k, v: (B, 2, T, K)
+    assert k.shape[1] == 2 and q.shape[1] == 6
+    for h in range(6):
+        group = h // 3                                                           # heads 0-2 read 0, heads 3-5 read 1
+        torch.testing.assert_close(trace["blocks.0.attn.scores"][:, h], q[:, h] @ k[:, group].transpose(-2, -1) / 2.0)
+        torch.testing.assert_close(trace["blocks.0.attn.z"][:, h], trace["blocks.0.attn.pattern"][:, h] @ v[:, group])
+
+
+def test_without_biases_no_linear_layer_has_one():
+    model = make_model(bias=False, activation="swiglu")
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 1 + 7 * SMALL["n_layers"] and all(m.bias is None for m in linears)
+    assert any(m.bias is not None for m in make_model().modules() if isinstance(m, torch.nn.Linear))
 
 
 def test_a_single_sequence_is_traced_as_a_batch_of_one():
@@ -390,11 +437,15 @@ def tensors_of(model: TransformerLM) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("edits", [None, combine(knock_out_head(0, 1), remove_positions(), skip_mlp(1),
                                                   remove_scaling(ModelConfig(**SMALL)))],
                          ids=["no-edits", "edits"])
-def test_running_leaves_nothing_on_the_modules(edits):
-    model = make_model(pos="sinusoidal")
+@pytest.mark.parametrize("switches", [dict(pos="sinusoidal"), dict(pos="rope", n_kv_heads=1, activation="swiglu")],
+                         ids=["sinusoidal", "llama-like"])
+def test_running_leaves_nothing_on_the_modules(edits, switches):
+    model = make_model(**switches)
     modules, tensors = module_snapshot(model), tensors_of(model)
     model.run(random_tokens(), edits=edits)
     model.run(random_tokens(), edits=edits, causal=False)
+    _, cache = model.read(random_tokens()[:, :4])                               # generation's pass, with its cache
+    model.read(random_tokens()[:, :2], cache)
     assert module_snapshot(model) == modules
     after = tensors_of(model)
     assert after.keys() == tensors.keys()
@@ -460,6 +511,13 @@ def test_heads_must_divide_the_width():
     ("norm_eps", 0.0, "norm_eps must be a small positive number"),
     ("norm_eps", "1e-5", "norm_eps must be a small positive number"),
     ("vocab_size", 51_201, "vocab_size must be between 1 and 51200"),
+    ("n_layers", 33, "n_layers must be between 1 and 32"),
+    ("n_kv_heads", 3, "n_kv_heads must be a whole number that divides n_heads 2"),
+    ("n_kv_heads", 0, "n_kv_heads must be a whole number that divides n_heads"),
+    ("n_kv_heads", 1.0, "n_kv_heads must be a whole number"),
+    ("rope_theta", 1.0, "rope_theta must be a number above 1"),
+    ("rope_theta", True, "rope_theta must be a number above 1"),
+    ("bias", "no", "bias must be true or false"),
 ])
 def test_a_bad_config_value_is_refused_by_name(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -502,11 +560,19 @@ def test_an_edit_that_returns_the_wrong_shape_is_refused(edit, got):
         make_model().run([1, 2, 3], edits={"blocks.0.attn.out": edit})
 
 
-def test_a_config_from_before_the_gpt2_fields_takes_their_defaults():
+def test_a_config_from_before_the_gpt2_and_llama_fields_takes_their_defaults():
     old = ModelConfig().to_dict()
-    del old["tie_embeddings"], old["norm_eps"]                   # as model/checkpoints/*.json were written
+    for name in ("tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias"):
+        del old[name]                                            # as model/checkpoints/*.json were written
     cfg = ModelConfig.from_dict(old)
     assert cfg.tie_embeddings is False and cfg.norm_eps == 1e-5
+    assert cfg.n_kv_heads is None and cfg.kv_heads == cfg.n_heads and cfg.bias is True and cfg.rope_theta == 10_000
+
+
+def test_rotary_positions_need_an_even_number_of_dimensions_per_head():
+    with pytest.raises(ValueError, match="rotary positions turn pairs of dimensions.*= 3"):
+        ModelConfig(d_model=9, n_heads=3, pos="rope")
+    assert ModelConfig(d_model=9, n_heads=3, pos="learned").d_head == 3
 
 
 def test_gpt2_small_fits_the_limits():
