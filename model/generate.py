@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .layers import KVCache, cache_bytes_per_token, check_tokens  # noqa: F401  (cache_bytes_per_token: for callers)
+from .layers import KVCache, cache_bytes_per_token, check_tokens  # noqa: F401  (cache_bytes_per_token: its size)
 from .transformer import TransformerLM
 
 STRATEGIES = ("greedy", "sample", "beam")

@@ -31,7 +31,7 @@ FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MASK_BUFFERS = (".attn.bias", ".attn.masked_bias")     # causal-mask buffers in older GPT-2 files, not weights
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 ROTARY_BUFFERS = ("rotary_emb.inv_freq",)              # rotary frequencies some older Llama files carry, not weights
-# A Llama block's weights: (theirs under model.layers.i., ours under blocks.i.)
+# A Llama block's weights: (the file's name after "layers.<i>.", ours after "blocks.<i>.")
 LLAMA_BLOCK = (("input_layernorm", "norm1"), ("self_attn.q_proj", "attn.W_q"), ("self_attn.k_proj", "attn.W_k"),
                ("self_attn.v_proj", "attn.W_v"), ("self_attn.o_proj", "attn.W_o"),
                ("post_attention_layernorm", "norm2"), ("mlp.gate_proj", "mlp.W_gate"), ("mlp.up_proj", "mlp.W_up"),
