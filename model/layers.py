@@ -236,13 +236,12 @@ class Embedding(nn.Module):
         out = rec("embed.out", tok + pos)                                 # (B, T, D)
         return F.dropout(out, self.cfg.dropout, rec.train)
 
-    def angles(self, tokens: torch.Tensor, rec: Recorder) -> torch.Tensor | None:
+    def angles(self, B: int, T: int, rec: Recorder, device=None) -> torch.Tensor | None:
         """Rotary positions: the angle (B, T, K/2) each pair of a head's query and key dimensions turns by at each
-        position (None for the other kinds of position)."""
+        of T positions from rec.start (None for the other kinds of position)."""
         if self.cfg.pos != "rope":
             return None
-        B, T = tokens.shape
-        positions = torch.arange(rec.start, rec.start + T, device=tokens.device)        # (T,)
+        positions = torch.arange(rec.start, rec.start + T, device=device)               # (T,)
         angles = rope_angles(positions, self.cfg.d_head, self.cfg.rope_theta)            # (T, K/2)
         return rec("embed.rope", angles.repeat(B, 1, 1))                                 # (B, T, K/2), a copy
 
@@ -392,7 +391,7 @@ def stack(embed: Embedding, blocks: nn.ModuleList, final_norm: nn.Module, tokens
     encoder-decoder. `block_inputs` go to every block (its mask; a decoder's memory and memory mask), and so do
     rotary positions' angles."""
     x = embed(tokens, rec)                                              # (B, T, D)
-    angles = embed.angles(tokens, rec)                                  # (B, T, K/2), or None
+    angles = embed.angles(*tokens.shape, rec, tokens.device)            # (B, T, K/2), or None
     for block in blocks:
         x = block(x, rec, angles=angles, **block_inputs)                # (B, T, D)
     return rec("final.norm", final_norm(x))                             # (B, T, D)
