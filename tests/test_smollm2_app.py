@@ -58,6 +58,7 @@ def test_every_page_and_tab_runs_with_smollm2_on_its_own_numbers(smollm2):
     assert list(v.prepared.ids) == ids
     torch.testing.assert_close(v.trace["logits"], smollm2.model.run(ids)["logits"])        # SmolLM2's own numbers
     assert "49,152" in page_text(at) and "9 query heads share 3 key/value heads" in page_text(at)
+    at.session_state["prediction_kv_cache"] = True                      # the KV cache panel open too
     for step in STEPS:
         at.switch_page(step.file).run()
         assert not at.exception, step.slug
@@ -68,3 +69,19 @@ def test_every_page_and_tab_runs_with_smollm2_on_its_own_numbers(smollm2):
             assert "Traceback" not in page_text(at)
         if step.slug == "positions":
             assert "rotary" in page_text(at) and "base 100,000" in page_text(at)
+
+
+def test_smollm2s_kv_cache_is_a_third_of_what_one_key_value_head_per_query_head_would_keep(smollm2):
+    from model.layers import cache_bytes_per_token
+    cfg = smollm2.model.cfg
+    at = open_page("prediction", model="smollm2", text=TEXT)
+    at.session_state["prediction_kv_cache"] = True                      # the student opens the KV cache panel
+    at.run()
+    assert not at.exception
+    text = page_text(at)
+    per_token = 2 * 30 * 3 * cfg.d_head * 4
+    assert cache_bytes_per_token(cfg) == per_token
+    assert f"2 x 30 x 3 x {cfg.d_head} x 4 bytes = **{per_token:,} bytes" in text
+    assert f"its 9 query heads share 3 key/value heads" in text and f"{3 * per_token:,} bytes per token, 3 times" in text
+    at.switch_page("pages/attention.py").run()
+    assert "heads 0, 1, 2 read key/value head 0" in page_text(at)
