@@ -4,7 +4,7 @@ One module per area, each with `run(report)`; every target is in bench/targets.p
 they run:
 
     model     the model core: full trace vs plain forward, Trainer.step and PairTrainer.step vs plain loops,
-              the roses preset to loss 0.05
+              the roses preset to loss 0.05, the full trace at SmolLM2's shape, a new token with the KV cache
     pages     every page's server-side script run (AppTest), the temperature slider, the encoder-decoder page
     lab       the training lab's ticks vs a plain loop, roses with the lab's defaults, the sort run
     load      a real server and Chromium: cold start, typing latency with 10 visitors (2 of them training);

@@ -1,6 +1,8 @@
 """The model core: the full trace against a plain forward pass, the trainers against plain PyTorch loops,
-the roses preset trained to a low loss, and the why page's attribution and patching grid. Computed with torch's
-default thread count, but for the encoder-decoder's trainer and the why page: one thread, as on the server."""
+the roses preset trained to a low loss, the why page's attribution and patching grid, and today's models: the
+full trace at SmolLM2's shape and a new token's time with and without the KV cache. Computed with torch's default
+thread count, but for the encoder-decoder's trainer, the why page and today's models: one thread, as on the
+server."""
 import time
 from dataclasses import replace
 
@@ -21,6 +23,8 @@ def run(report: Report) -> None:
     with torch_threads(1):
         pair_trainer(report)
         why(report)
+        smollm2_trace(report)
+        kv_cache(report)
 
 
 def trace(report: Report) -> None:
@@ -153,3 +157,48 @@ def why(report: Report) -> None:
     report.line(AREA, f"why, {len(ids)} tokens, 1 thread: attribution {t['attribution'] * 1e3:.2f} ms, routes "
                       f"{t['routes'] * 1e3:.1f} ms, residual patching grid {t['resid'] * 1e3:.0f} ms, head grid "
                       f"{t['heads'] * 1e3:.0f} ms, both estimated by attribution patching {t['estimate'] * 1e3:.0f} ms")
+
+
+def smollm2_trace(report: Report, tokens: int = 32) -> None:
+    """model.run() against model(x) at SmolLM2-135M's shape (random weights: the timing does not depend on them):
+    30 layers, 9 heads sharing 3 key/value heads, rotary positions, SwiGLU, 49,152 tokens."""
+    from model.config import ModelConfig
+    from model.transformer import TransformerLM
+
+    cfg = ModelConfig(vocab_size=49_152, d_model=576, n_heads=9, n_kv_heads=3, n_layers=30, d_ff=1536, max_len=8192,
+                      pos="rope", rope_theta=100_000.0, norm="rms", activation="swiglu", bias=False,
+                      tie_embeddings=True)
+    torch.manual_seed(0)
+    model = TransformerLM(cfg).eval()
+    x = torch.randint(0, cfg.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))   # (1, 32)
+    with torch.no_grad():
+        t = interleaved({"forward": lambda: model(x), "run": lambda: model.run(x)}, reps=20, warmup=3)
+    ratio = report.record("model.smollm2_trace_ratio", t["run"] / t["forward"])
+    report.line(AREA, f"SmolLM2's shape, {tokens} tokens, 1 thread: run() {t['run'] * 1e3:.0f} ms vs forward "
+                      f"{t['forward'] * 1e3:.0f} ms = {ratio:.2f}x")
+
+
+def kv_cache(report: Report, early: int = 16, late: int = 256) -> None:
+    """A new token's time at position `early` and `late`, with the KV cache (only the new position is computed)
+    and without (every position again), at GPT-2 small's shape; and what the cache keeps per token."""
+    from model.config import ModelConfig
+    from model.generate import cache_bytes_per_token, time_new_token
+    from model.transformer import TransformerLM
+
+    gpt2 = ModelConfig(vocab_size=50_257, d_model=768, n_heads=12, n_layers=12, d_ff=3072, max_len=1024,
+                       pos="learned", activation="gelu_tanh", tie_embeddings=True)
+    smollm2 = ModelConfig(vocab_size=49_152, d_model=576, n_heads=9, n_kv_heads=3, n_layers=30, d_ff=1536,
+                          pos="rope", norm="rms", activation="swiglu", bias=False, max_len=8192)
+    torch.manual_seed(0)
+    model = TransformerLM(gpt2).eval()
+    ids = torch.randint(0, gpt2.vocab_size, (late + 1,), generator=torch.Generator().manual_seed(0)).tolist()
+    at = {n: min((time_new_token(model, ids[:n + 1], repeats=5) for _ in range(3)), key=lambda t: t.cached)
+          for n in (early, late)}
+    ratio = report.record("model.cache_token_ratio", at[late].cached / at[early].cached)
+    report.line(AREA, f"a new token, GPT-2's shape, 1 thread: with the KV cache {at[early].cached * 1e3:.1f} ms at "
+                      f"token {early}, {at[late].cached * 1e3:.1f} ms at token {late} ({ratio:.2f}x); without it "
+                      f"{at[early].uncached * 1e3:.1f} ms and {at[late].uncached * 1e3:.1f} ms "
+                      f"({at[late].uncached / at[early].uncached:.1f}x)")
+    report.line(AREA, f"the KV cache keeps {cache_bytes_per_token(gpt2) / 1024:.0f} KB a token for GPT-2 small "
+                      f"(12 heads of keys and values in 12 layers) and {cache_bytes_per_token(smollm2) / 1024:.0f} KB "
+                      "for SmolLM2-135M (3 key/value heads in 30 layers), in float32")

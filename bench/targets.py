@@ -55,6 +55,11 @@ TARGETS = [
            AT_MOST, "ms"),
     Target("model.patching_grid_s", "residual patching grid (2 layers x 32 positions), tinytales, 1 thread", 0.5,
            AT_MOST, "s"),
+    # issue 32: today's models (bench/model.py)
+    Target("model.smollm2_trace_ratio", "model.run() with the full trace vs plain forward, SmolLM2's shape, 32 tokens, "
+           "1 thread", 1.15, AT_MOST, "x"),
+    Target("model.cache_token_ratio", "a new token's time with the KV cache, token 256 vs token 16, GPT-2's shape, "
+           "1 thread", 1.5, AT_MOST, "x"),
     # pages: server-side script runs in AppTest (bench/pages.py)
     Target("pages.slowest_ms", "slowest page's script run (tinytales, 11 words; translate on encoder-decoder)",
            60, AT_MOST, "ms"),

@@ -398,8 +398,8 @@ POSITION_OPTIONS = ("Yes: its predictions still differ", "No: both sentences loo
 def order_comparison(bundle: Bundle, a: str, b: str) -> positions.OrderComparison:
     """The positions page's comparison of two orders, computed from the model directly."""
     def traces(ids):
-        return [bundle.model.run(ids), bundle.model.run(ids, edits=edits.remove_positions()),
-                bundle.model.run(ids, edits=edits.remove_positions(), causal=False)]
+        return [bundle.model.run(ids), bundle.model.run(ids, edits=edits.remove_positions(bundle.model.cfg)),
+                bundle.model.run(ids, edits=edits.remove_positions(bundle.model.cfg), causal=False)]
     ids_a, ids_b = bundle.tokenizer.encode(a), bundle.tokenizer.encode(b)
     return positions.compare_orders(bundle.tokenizer.vocab, ids_a, ids_b, traces(ids_a), traces(ids_b))
 

@@ -29,7 +29,8 @@ NOT_FINITE = ("This model's weights contain NaN or infinite values, so every num
 OVERFLOW = ("This sentence makes the model's numbers overflow (NaN or infinity appear in its forward pass), so "
             "there is nothing meaningful to show. Try another sentence or another model.")
 
-ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU, tanh approximation"}
+ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU, tanh approximation",
+                    "swiglu": "SwiGLU: SiLU of a gate times an up projection"}
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from .layers import Trace
+from .layers import Trace, per_query_head
 from .seq2seq import EncoderDecoder
 
 POST_NORM = ("This model normalises the stream after every sublayer (post-norm, as the 2017 paper does), so the "
@@ -80,6 +80,12 @@ class Attribution:
         return self.column(target) - self.column(other)
 
 
+def output_bias(attention: nn.Module) -> torch.Tensor:
+    """The bias attention's output projection adds (D,): zeros for a model without biases (Llama)."""
+    W_o = attention.W_o
+    return W_o.bias if W_o.bias is not None else torch.zeros(W_o.weight.shape[0])
+
+
 def _head_weights(attention: nn.Module, n_heads: int) -> torch.Tensor:
     """W_O split by head: (H, K, D), so z[h] (T, K) @ W[h] is head h's output (without the bias)."""
     D = attention.W_o.weight.shape[0]
@@ -109,7 +115,7 @@ def part_vectors(model: nn.Module, trace: Trace, position: int) -> tuple[tuple[P
             for h in range(H):
                 parts.append(Part("head", f"L{layer} {word}H{h}", layer, h, attention))
                 vectors.append(heads[h])
-            bias = bias + module.W_o.bias
+            bias = bias + output_bias(module)
         parts.append(Part("mlp", f"MLP {layer}", layer))
         vectors.append(trace[f"{p}blocks.{layer}.mlp.out"][0, position])
     parts.append(Part("bias", "attention biases"))
@@ -191,7 +197,7 @@ def head_sources(model: nn.Module, trace: Trace, position: int, layer: int, head
     s = stream_of(model)
     name = f"{s.prefix}blocks.{layer}.{attention}"
     pattern = trace[f"{name}.pattern"][0, head, position].double()                          # (S,)
-    v = trace[f"{name}.v"][0, head].double()                                                # (S, K)
+    v = per_query_head(trace[f"{name}.v"], model.cfg.n_heads)[0, head].double()              # (S, K), its group's
     W = _head_weights(getattr(s.blocks[layer], attention), model.cfg.n_heads)[head].double()  # (K, D)
     per_source = pattern[:, None] * (v @ W)                                                 # (S, D)
     direction = s.unembed.weight[target].double()                                           # (D,)
@@ -240,7 +246,7 @@ def values_out(model: nn.Module, trace: Trace, layer: int) -> torch.Tensor:
     """Each head's value at each source through its slice of W_O (H, T, D): what a head writes per unit of
     attention to that source (shared by every query position of the layer)."""
     s = stream_of(model)
-    v = trace[f"{s.prefix}blocks.{layer}.attn.v"][0].double()                                # (H, T, K)
+    v = per_query_head(trace[f"{s.prefix}blocks.{layer}.attn.v"], model.cfg.n_heads)[0].double()  # (H, T, K)
     W = _head_weights(s.blocks[layer].attn, model.cfg.n_heads).double()                     # (H, K, D)
     return torch.einsum("htk,hkd->htd", v, W)                                               # (H, T, D)
 
@@ -259,7 +265,7 @@ def layer_edges(model: nn.Module, trace: Trace, layer: int, position: int,
     written = values_out(model, trace, layer) if written is None else written                # (H, T, D)
     per_source = pattern[..., None] * written                                               # (H, T, D)
     resid = trace[f"{name}.resid_pre"][0, position].double()                                # (D,)
-    parts = torch.cat([resid[None], per_source.reshape(H * T, -1), block.attn.W_o.bias.double()[None]])
+    parts = torch.cat([resid[None], per_source.reshape(H * T, -1), output_bias(block.attn).double()[None]])
     weights = proximity(trace[f"{name}.resid_mid"][0, position].double(), parts)           # (1 + H*T + 1,)
     edges = [Edge(layer, "mid", position, position, "residual", float(weights[0]))]
     for h in range(H):

@@ -2,26 +2,39 @@
 
 Each switch is a teaching point a student can flip and compare:
   pos            how the model knows word order: "sinusoidal" (fixed waves, Vaswani et al.),
-                 "learned" (one trained vector per position, GPT-2) or "none"
+                 "learned" (one trained vector per position, GPT-2), "rope" (rotary positions, Su et al. 2021,
+                 Llama: nothing is added to the stream; each head's queries and keys are turned by an angle that
+                 grows with the position, so their dot product depends on the distance between two tokens) or "none"
+  rope_theta     the base of rotary positions' frequencies: pair i of a head turns by position x theta^(-2i/K)
+                 (10,000 in the RoPE paper and Llama 2, 100,000 in SmolLM2)
   norm           "layer" (LayerNorm: centre and scale), "rms" (RMSNorm: scale only) or "none"
   norm_position  "pre" (normalise what each sublayer reads, GPT-2) or "post" (normalise the sum, 2017 paper)
   activation     "relu", "gelu" (exact, with erf) or "gelu_tanh" (GPT-2's tanh approximation) inside the
-                 MLP (the feed-forward network)
+                 MLP (the feed-forward network), or "swiglu" (Llama's gated MLP: a gate and an up projection,
+                 SiLU on the gate, times the up projection, then the down projection)
+  n_kv_heads     grouped-query attention (Llama 2 70B, Mistral, SmolLM2): the number of key/value heads, each
+                 shared by n_heads / n_kv_heads query heads; 1 is multi-query attention; None: one per head
+  bias           whether the linear layers (attention's and the MLP's) add a bias (GPT-2) or not (Llama)
   embed_scale    multiply token embeddings by sqrt(d_model), as the 2017 paper does
   tie_embeddings the unembedding reuses the token embedding matrix (GPT-2): one matrix reads words in and out
   norm_eps       the small number a norm adds under its square root (1e-5 in PyTorch and GPT-2)
 """
 from dataclasses import asdict, dataclass, fields
 
-POS_KINDS = ("sinusoidal", "learned", "none")
+POS_KINDS = ("sinusoidal", "learned", "none", "rope")
 NORM_KINDS = ("layer", "rms", "none")
 NORM_POSITIONS = ("pre", "post")
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
 
 # Bounds that keep a model small enough for a shared 2-core host (GPT-2 small fits: 50,257 tokens, D 768,
-# F 3,072, 12 layers, 1,024 positions); uploads are checked against them and against the upload size cap.
-LIMITS = dict(vocab_size=51_200, d_model=1024, n_heads=32, n_layers=16, d_ff=4096, max_len=1024)
-ADDED_FIELDS = {"tie_embeddings", "norm_eps"}      # newer than the first checkpoints: a file may lack them
+# F 3,072, 12 layers, 1,024 positions; so does SmolLM2-135M: 49,152 tokens, D 576, F 1,536, 30 layers, a context
+# of 8,192); uploads are checked against them and against the upload size cap. max_len is SmolLM2's 8,192 so that
+# its config says its real context: the limit costs nothing, because the pages read at most 64 tokens of any model
+# (READ_LIMIT in explorer/app/state.py), a lab model at most 64, and a stored position table stays under the
+# upload cap (8,192 x 1,024 floats is 32 MB).
+LIMITS = dict(vocab_size=51_200, d_model=1024, n_heads=32, n_layers=32, d_ff=4096, max_len=8192)
+# Newer than the first checkpoints: a file may lack them, and takes the defaults, which are what it was trained with.
+ADDED_FIELDS = {"tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,9 @@ class ModelConfig:
     embed_scale: bool = False
     tie_embeddings: bool = False
     norm_eps: float = 1e-5
+    n_kv_heads: int | None = None   # G: key/value heads (grouped-query attention); None: G = H, one per head
+    rope_theta: float = 10_000.0    # the base of the rotary frequencies (pos "rope" only)
+    bias: bool = True               # linear layers with biases (GPT-2) or without (Llama)
 
     def __post_init__(self):
         for name, upper in LIMITS.items():
@@ -57,17 +73,33 @@ class ModelConfig:
                               ("norm_position", NORM_POSITIONS), ("activation", ACTIVATIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
-        for name in ("embed_scale", "tie_embeddings"):
+        for name in ("embed_scale", "tie_embeddings", "bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.norm_eps, bool) or not isinstance(self.norm_eps, (int, float)) \
                 or not 0.0 < self.norm_eps <= 0.1:
             raise ValueError(f"norm_eps must be a small positive number (at most 0.1), got {self.norm_eps!r}")
+        if self.n_kv_heads is not None:
+            if not isinstance(self.n_kv_heads, int) or isinstance(self.n_kv_heads, bool) \
+                    or not 1 <= self.n_kv_heads <= self.n_heads or self.n_heads % self.n_kv_heads:
+                raise ValueError(f"n_kv_heads must be a whole number that divides n_heads {self.n_heads} (each "
+                                 f"key/value head serves the same number of query heads), got {self.n_kv_heads!r}")
+        if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
+                or not 1.0 < self.rope_theta <= 1e9:
+            raise ValueError(f"rope_theta must be a number above 1 (at most 1e9), got {self.rope_theta!r}")
+        if self.pos == "rope" and self.d_head % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions, so each head needs an even number of them; "
+                             f"d_model {self.d_model} / n_heads {self.n_heads} = {self.d_head}")
 
     @property
     def d_head(self) -> int:
         """K: dimensions per attention head."""
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """G: key/value heads; query head h reads key/value head h // (H / G)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -3,7 +3,7 @@
 Each helper returns a dict {trace name: function}; combine several with `combine`.
 
     knock_out_head(layer=0, head=1)   zero one head's output (its slice of attn.z)
-    remove_positions()                positional encodings to zeros: the model sees a bag of words
+    remove_positions(cfg)             positional encodings (and rotary positions' angles) to zeros: a bag of words
     skip_mlp(layer=1)                 zero an MLP's contribution to the stream
     remove_scaling(cfg)               undo the 1/sqrt(K) in the attention scores
     scoped("decoder.", edits)         the same edits inside an encoder-decoder's encoder or decoder
@@ -21,7 +21,8 @@ from .layers import Edit
 
 def knock_out_head(layer: int, head: int, attention: str = "attn") -> dict[str, Edit]:
     """Zero head `head` of block `layer`: its mixed values z never reach the output projection. `attention` is
-    "attn" (self-attention) or, in an encoder-decoder's decoder, "cross_attn"."""
+    "attn" (self-attention) or, in an encoder-decoder's decoder, "cross_attn". With grouped-query attention only
+    this query head goes: the other heads of its group still read their shared keys and values."""
     def zero_head(z: torch.Tensor) -> torch.Tensor:               # z: (B, H, T, K)
         z = z.clone()
         z[:, head] = 0.0
@@ -29,9 +30,13 @@ def knock_out_head(layer: int, head: int, attention: str = "attn") -> dict[str, 
     return {f"blocks.{layer}.{attention}.z": zero_head}
 
 
-def remove_positions() -> dict[str, Edit]:
-    """Replace the positional encodings by zeros, so word order is invisible to the model."""
-    return {"embed.pos": torch.zeros_like}
+def remove_positions(cfg: ModelConfig | None = None) -> dict[str, Edit]:
+    """Replace the positional encodings by zeros, so word order is invisible to the model. Rotary positions add
+    nothing to the stream: give the model's `cfg`, and their angles become zeros too, so no query or key turns."""
+    edits = {"embed.pos": torch.zeros_like}
+    if cfg is not None and cfg.pos == "rope":
+        edits["embed.rope"] = torch.zeros_like
+    return edits
 
 
 def skip_mlp(layer: int) -> dict[str, Edit]:

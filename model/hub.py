@@ -1,7 +1,8 @@
 """Fetch a pretrained model's files from the Hugging Face hub once, into the standard Hugging Face cache.
 
-    from model.hub import GPT2, fetch
+    from model.hub import GPT2, SMOLLM2, fetch
     directory = fetch(GPT2)          # config.json, model.safetensors, tokenizer.json, at a pinned revision
+    directory = fetch(SMOLLM2)       # the same three files of SmolLM2-135M
 
 `fetch` never hangs and never shows a traceback to a student: files already in the cache are used
 without any network; otherwise the hub is probed with a short timeout first, and anything that stops the
@@ -28,10 +29,19 @@ class Pretrained:
     revision: str                # a commit id: a later push to the repository cannot change what we load
     label: str                   # what a student reads in the model picker
     about: str                   # size, origin and licence, in one line
+    parameters: int = 0          # how many numbers it learned (its config's shapes give the same count)
+    download_mb: int = 0         # the three files' size, about
 
 
 GPT2 = Pretrained("openai-community/gpt2", "607a30d783dfa663caf39e06633721c8d4cfcd7e", "GPT-2 small",
-                  "124M parameters, OpenAI 2019, MIT licence; downloads about 550 MB once")
+                  "124M parameters, OpenAI 2019, MIT licence; downloads about 550 MB once", 124_439_808, 550)
+# The revision was read from public projects that pin SmolLM2-135M (the files at it: a bfloat16 model.safetensors,
+# config.json with rope_theta 100,000 at the top level, tokenizer.json), never fetched from here: our build
+# machines cannot reach the hub. Check it once where the hub is reachable:
+#   huggingface_hub.model_info("HuggingFaceTB/SmolLM2-135M").sha, and load_pretrained(fetch(SMOLLM2)).
+SMOLLM2 = Pretrained("HuggingFaceTB/SmolLM2-135M", "93efa2f097d58c2a74874c7e644dbc9b0cee75a2", "SmolLM2-135M",
+                     "135M parameters, Hugging Face 2024, Apache 2.0 licence; downloads about 270 MB once",
+                     134_515_008, 270)
 
 
 class HubUnavailable(RuntimeError):

@@ -58,9 +58,10 @@ def _forward_from(model: nn.Module, stream: torch.Tensor, first: int, rec: Recor
     later leaves every block before it as in the unpatched run, so those need not run again. `targets` None:
     every token's logit (N, V)."""
     mask = causal_mask(stream.shape[1], stream.device)                                     # (T, T)
+    angles = model.embed.angles(*stream.shape[:2], rec, stream.device)                     # (N, T, K/2), or None
     x = stream
     for block in model.blocks[first:]:
-        x = block(x, rec, mask=mask)                                                       # (N, T, D)
+        x = block(x, rec, mask=mask, angles=angles)                                        # (N, T, D)
     x = rec("final.norm", model.final_norm(x))                                             # (N, T, D)
     if targets is None:
         return x[:, position] @ model.unembed.weight.T                                     # (N, V)

@@ -1,15 +1,19 @@
-"""Load a pretrained GPT-2 from the files the Hugging Face hub ships, into our own TransformerLM.
+"""Load a pretrained model from the files the Hugging Face hub ships, into our own TransformerLM: GPT-2, or a
+Llama-architecture model such as SmolLM2 (config.json's model_type says which).
 
-    from model.hub import GPT2, fetch
+    from model.hub import GPT2, SMOLLM2, fetch
     from model.pretrained import load_pretrained
     bundle = load_pretrained(fetch(GPT2))      # a directory with config.json, model.safetensors, tokenizer.json
     bundle.model.run(bundle.tokenizer.encode("Paris is the capital of"))["logits"]
 
-No `transformers` at run time: GPT-2 is the same pre-norm decoder as ours, with learned positions, GELU
-(tanh approximation) and an unembedding tied to the token embedding. The conversion only renames and
-reshapes weights; the norms are not folded into neighbouring weights, so every intermediate in the trace
-is GPT-2's real value. GPT-2 stores its linear layers as `Conv1D` (weight [in, out], y = x W + b) where
-`nn.Linear` keeps [out, in], and fuses the query, key and value projections into one `c_attn`.
+No `transformers` at run time. GPT-2 is the same pre-norm decoder as ours, with learned positions, GELU
+(tanh approximation) and an unembedding tied to the token embedding. GPT-2 stores its linear layers as
+`Conv1D` (weight [in, out], y = x W + b) where `nn.Linear` keeps [out, in], and fuses the query, key and value
+projections into one `c_attn`. Llama (SmolLM2) is ours with the switches of today's models: rotary positions,
+RMSNorm, a gated MLP (SwiGLU), grouped key/value heads and no biases; its weights are `nn.Linear`'s already, and
+its query and key projections are stored for the "rotate-half" pairing our rotary positions use (dimension i
+with i + K/2). Either conversion only renames and reshapes weights; the norms are not folded into neighbouring
+weights, so every intermediate in the trace is the model's real value.
 """
 import json
 from pathlib import Path
@@ -26,11 +30,29 @@ from .transformer import TransformerLM
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MASK_BUFFERS = (".attn.bias", ".attn.masked_bias")     # causal-mask buffers in older GPT-2 files, not weights
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ROTARY_BUFFERS = ("rotary_emb.inv_freq",)              # rotary frequencies some older Llama files carry, not weights
+# A Llama block's weights: (the file's name after "layers.<i>.", ours after "blocks.<i>.")
+LLAMA_BLOCK = (("input_layernorm", "norm1"), ("self_attn.q_proj", "attn.W_q"), ("self_attn.k_proj", "attn.W_k"),
+               ("self_attn.v_proj", "attn.W_v"), ("self_attn.o_proj", "attn.W_o"),
+               ("post_attention_layernorm", "norm2"), ("mlp.gate_proj", "mlp.W_gate"), ("mlp.up_proj", "mlp.W_up"),
+               ("mlp.down_proj", "mlp.W_out"))
+
+GPT2_FACTS = {"about": "GPT-2 small: OpenAI's 2019 language model, trained on WebText (8 million web pages).",
+              "training_data": "WebText: the text of about 8 million web pages (40 GB, mostly English) linked from "
+                               "Reddit, collected by OpenAI in 2019",
+              "source": "openai-community/gpt2", "licence": "MIT"}
+# The one Llama-family model the app offers (model/hub.py SMOLLM2); its model card says what it read.
+LLAMA_FACTS = {"about": "SmolLM2-135M: Hugging Face's 2024 small language model (the Llama architecture), trained "
+                        "on about 2 trillion tokens.",
+               "training_data": "about 2 trillion tokens of FineWeb-Edu (educational web pages), DCLM (web text), "
+                                "The Stack (code) and Hugging Face's own filtered maths and code sets, mostly "
+                                "English, collected up to 2024",
+               "source": "HuggingFaceTB/SmolLM2-135M", "licence": "Apache 2.0"}
 
 
 def gpt2_config(spec: dict) -> ModelConfig:
     """Our ModelConfig from GPT-2's config.json."""
-    if not isinstance(spec, dict) or spec.get("model_type", "gpt2") != "gpt2":
+    if spec.get("model_type", "gpt2") != "gpt2":
         raise ValueError("config.json does not describe a GPT-2 model")
     unsupported = [k for k, bad in (("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True),
                                     ("tie_word_embeddings", False)) if spec.get(k, not bad) == bad]
@@ -78,15 +100,86 @@ def convert_gpt2(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str
     if lm_head is not None and not torch.equal(lm_head, ours["embed.tok.weight"]):
         raise ValueError("lm_head.weight differs from wte.weight: GPT-2's unembedding must be tied")
     ours["unembed.weight"] = ours["embed.tok.weight"]
-    # Each weight copied once into memory of its own, float32 and contiguous: a view left on the loaded file's
-    # storage would keep all of it alive (measured in docs/figures.md, "Measured once, behind a design choice").
+    return _owned(ours)
+
+
+def _owned(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each weight copied once into memory of its own, float32 (from any float type: SmolLM2's file is bfloat16)
+    and contiguous: a view left on the loaded file's storage would keep all of it alive (measured in
+    docs/figures.md, "Measured once, behind a design choice"). Tied names stay one tensor."""
     owned = {}
-    return {k: owned.setdefault(id(v), torch.empty(v.shape, dtype=torch.float32).copy_(v)) for k, v in ours.items()}
+    return {k: owned.setdefault(id(v), torch.empty(v.shape, dtype=torch.float32).copy_(v)) for k, v in weights.items()}
+
+
+def rope_theta(spec: dict) -> float:
+    """Rotary positions' base from a Llama config.json: `rope_theta` at the top (transformers 4, SmolLM2's file) or
+    in `rope_parameters` (transformers 5); 10,000 when neither says. Only plain RoPE: a scaled variant (Llama
+    3.1's "llama3", "linear", "dynamic", YaRN) turns pairs by other angles and is refused."""
+    parameters = spec.get("rope_parameters") or {}
+    scaling = spec.get("rope_scaling") or {}
+    kind = parameters.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind != "default" or spec.get("rope_interleaved"):
+        raise ValueError(f"this Llama variant is not supported (rotary positions of kind {kind!r}"
+                         f"{', interleaved' if spec.get('rope_interleaved') else ''})")
+    return float(parameters.get("rope_theta", spec.get("rope_theta", 10_000.0)))
+
+
+def llama_config(spec: dict) -> ModelConfig:
+    """Our ModelConfig from a Llama-architecture config.json (SmolLM2's): pre-norm RMSNorm, SwiGLU, rotary
+    positions, grouped key/value heads, biases on or off together."""
+    if spec.get("model_type") != "llama":
+        raise ValueError("config.json does not describe a Llama model")
+    try:
+        d, heads = spec["hidden_size"], spec["num_attention_heads"]
+        unsupported = [what for what, bad in (
+            ("activation", spec.get("hidden_act", "silu") != "silu"),
+            ("head_dim", spec.get("head_dim") not in (None, d // heads)),
+            ("attention and MLP biases differ", spec.get("attention_bias", False) != spec.get("mlp_bias", False)),
+        ) if bad]
+        if unsupported:
+            raise ValueError(f"this Llama variant is not supported ({', '.join(unsupported)})")
+        return ModelConfig(vocab_size=spec["vocab_size"], d_model=d, n_heads=heads,
+                           n_kv_heads=spec.get("num_key_value_heads") or heads, n_layers=spec["num_hidden_layers"],
+                           d_ff=spec["intermediate_size"], max_len=spec.get("max_position_embeddings", 2048),
+                           pos="rope", rope_theta=rope_theta(spec), norm="rms", norm_position="pre",
+                           activation="swiglu", bias=bool(spec.get("attention_bias", False)),
+                           tie_embeddings=bool(spec.get("tie_word_embeddings", False)),
+                           norm_eps=spec.get("rms_norm_eps", 1e-6))
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"config.json lacks a Llama size field ({e})") from None
+
+
+def convert_llama(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """A Llama model's weights (`model.`-prefixed as LlamaForCausalLM saves them, or not) under our names. The
+    unembedding is `lm_head`, or the token embedding when tied (SmolLM2: the file may then have no lm_head)."""
+    sd = {name.removeprefix("model."): value for name, value in tensors.items() if not name.endswith(ROTARY_BUFFERS)}
+    lm_head = sd.pop("lm_head.weight", None)
+    ours = {"embed.tok.weight": sd.pop("embed_tokens.weight"), "final_norm.weight": sd.pop("norm.weight")}
+    for i in range(cfg.n_layers):
+        for theirs, mine in LLAMA_BLOCK:
+            ours[f"blocks.{i}.{mine}.weight"] = sd.pop(f"layers.{i}.{theirs}.weight")
+            if cfg.bias and "norm" not in mine:
+                ours[f"blocks.{i}.{mine}.bias"] = sd.pop(f"layers.{i}.{theirs}.bias")
+    if sd:
+        raise ValueError(f"unexpected weights in model.safetensors: {', '.join(sorted(sd)[:5])}")
+    if cfg.tie_embeddings:
+        if lm_head is not None and not torch.equal(lm_head, ours["embed.tok.weight"]):
+            raise ValueError("lm_head.weight differs from embed_tokens.weight, but config.json ties them")
+        ours["unembed.weight"] = ours["embed.tok.weight"]
+    elif lm_head is None:
+        raise ValueError("model.safetensors lacks the weight 'lm_head.weight' (config.json does not tie it)")
+    else:
+        ours["unembed.weight"] = lm_head
+    return _owned(ours)
+
+
+# model_type in config.json -> how to read it: its config, its weights, what it is
+FAMILIES = {"gpt2": (gpt2_config, convert_gpt2, GPT2_FACTS), "llama": (llama_config, convert_llama, LLAMA_FACTS)}
 
 
 def load_pretrained(directory: str | Path) -> Bundle:
-    """A GPT-2 directory in the hub's layout (config.json, model.safetensors, tokenizer.json) as a Bundle,
-    the model in eval mode; a missing or broken file raises ValueError saying which."""
+    """A GPT-2 or Llama-family (SmolLM2) directory in the hub's layout (config.json, model.safetensors,
+    tokenizer.json) as a Bundle, the model in eval mode; a missing or broken file raises ValueError saying which."""
     directory = Path(directory)
     missing = [f for f in FILES if not (directory / f).is_file()]
     if missing:
@@ -95,13 +188,18 @@ def load_pretrained(directory: str | Path) -> Bundle:
         spec = json.loads((directory / "config.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"config.json is not valid JSON ({e})") from None
-    cfg = gpt2_config(spec)
+    if not isinstance(spec, dict) or spec.get("model_type", "gpt2") not in FAMILIES:
+        kind = spec.get("model_type") if isinstance(spec, dict) else None
+        raise ValueError(f"config.json describes a {kind or 'model of no known type'}: this app loads GPT-2 and "
+                         "Llama-architecture models (SmolLM2)")
+    read_config, convert, facts = FAMILIES[spec.get("model_type", "gpt2")]
+    cfg = read_config(spec)
     try:
         tensors = load_file(directory / "model.safetensors")
     except (SafetensorError, OSError) as e:
         raise ValueError(f"model.safetensors could not be read ({e})") from None
     try:
-        weights = convert_gpt2(tensors, cfg)
+        weights = convert(tensors, cfg)
     except KeyError as e:
         raise ValueError(f"model.safetensors lacks the weight {e}") from None
     with torch.device("meta"):                 # shapes only: no memory or time for a random initialisation
@@ -114,13 +212,11 @@ def load_pretrained(directory: str | Path) -> Bundle:
         if not torch.isfinite(value).all():
             raise ValueError(f"weight {name} contains NaN or infinite values")
     model.load_state_dict(weights, strict=True, assign=True)
-    model.unembed.weight = model.embed.tok.weight          # one matrix, as in GPT-2
+    if cfg.tie_embeddings:
+        model.unembed.weight = model.embed.tok.weight      # one matrix, as in GPT-2 and SmolLM2
     tokenizer = load_tokenizer_json(directory / "tokenizer.json")
     if tokenizer.vocab_size != cfg.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model expects {cfg.vocab_size}")
-    facts = {"about": "GPT-2 small: OpenAI's 2019 language model, trained on WebText (8 million web pages).",
-             "training_data": "WebText: the text of about 8 million web pages (40 GB, mostly English) linked from "
-                              "Reddit, collected by OpenAI in 2019",
-             "source": str(spec.get("_name_or_path") or "openai-community/gpt2"), "licence": "MIT",
+    facts = {**facts, "source": str(spec.get("_name_or_path") or facts["source"]),
              "parameters": sum(p.numel() for p in model.parameters())}
     return Bundle(model.eval(), tokenizer, facts)

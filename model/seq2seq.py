@@ -36,13 +36,19 @@ from .config import ModelConfig
 from .generate import Beam, NextLogProbs
 from .tasks import encode_pairs
 from .tokenizers import BOS, EOS, PAD  # noqa: F401  (tokens 1, 2 and 3 of its vocabulary; 0 is <unk>)
-from .layers import (BLOCK_NAMES, EMBED_NAMES, Block, Edit, Embedding, Recorder, Trace, causal_mask, check_tokens,
-                     make_final_norm, stack, start_run)
+from .layers import (Block, Edit, Embedding, KVCache, Recorder, Trace, block_names, causal_mask, check_tokens,
+                     embed_names, make_final_norm, stack, start_run)
 
+# Cross-attention is never turned by rotary positions: its queries and keys stand in different sentences.
 CROSS_NAMES = ("cross_attn.in", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores",
                "cross_attn.pattern", "cross_attn.z", "cross_attn.out", "resid_cross")
-DECODER_BLOCK_NAMES = BLOCK_NAMES[:BLOCK_NAMES.index("resid_mid") + 1] + CROSS_NAMES + \
-    BLOCK_NAMES[BLOCK_NAMES.index("resid_mid") + 1:]
+
+
+def decoder_block_names(cfg: ModelConfig) -> tuple[str, ...]:
+    """A decoder block's values: a decoder-only block's, with cross-attention's after self-attention's."""
+    names = block_names(cfg)
+    after = names.index("resid_mid") + 1
+    return names[:after] + CROSS_NAMES + names[after:]
 
 
 class EncoderDecoder(nn.Module):
@@ -70,10 +76,10 @@ class EncoderDecoder(nn.Module):
     @property
     def trace_names(self) -> list[str]:
         """Every name a trace holds, in the order the forward pass produces them."""
-        enc = [f"encoder.blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in BLOCK_NAMES]
-        dec = [f"decoder.blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in DECODER_BLOCK_NAMES]
-        return ["source", "target", *(f"encoder.{e}" for e in EMBED_NAMES), *enc, "encoder.final.norm",
-                *(f"decoder.{e}" for e in EMBED_NAMES), *dec, "decoder.final.norm", "logits"]
+        enc = [f"encoder.blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in block_names(self.cfg)]
+        dec = [f"decoder.blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in decoder_block_names(self.cfg)]
+        return ["source", "target", *(f"encoder.{e}" for e in embed_names(self.cfg)), *enc, "encoder.final.norm",
+                *(f"decoder.{e}" for e in embed_names(self.cfg)), *dec, "decoder.final.norm", "logits"]
 
     def source_mask(self, source: torch.Tensor) -> torch.Tensor:
         """[B, 1, 1, S]: True on real source tokens, False on padding (no query may look at padding)."""
@@ -85,9 +91,10 @@ class EncoderDecoder(nn.Module):
                      mask=self.source_mask(source))                                          # (B, S, D)
 
     def decode(self, target: torch.Tensor, memory: torch.Tensor, source: torch.Tensor, rec: Recorder) -> torch.Tensor:
-        """Logits [B, T, V] for the next target token at every target position."""
+        """Logits [B, T, V] for the next target token at every target position (after the rec.start positions a
+        key/value cache holds, when generating)."""
         x = stack(self.decoder_embed, self.decoder_blocks, self.decoder_norm, target, rec.scoped("decoder."),
-                  mask=causal_mask(target.shape[1], target.device),                         # (T, T)
+                  mask=causal_mask(target.shape[1], target.device, rec.start),              # (T, start + T)
                   memory=memory, memory_mask=self.source_mask(source))                       # (B, T, D)
         return rec("logits", self.unembed(x))                                                # (B, T, V)
 
@@ -107,27 +114,33 @@ class EncoderDecoder(nn.Module):
 
 # --- decoding: model/generate.py's beam search and sampler, reading the decoder next to the encoded source -----
 
-def decoder_logp(model: EncoderDecoder, source: torch.Tensor, edits: Mapping[str, Edit] | None = None) -> NextLogProbs:
-    """The decoder as generation sees it: targets written so far (N, t) -> next-token log-probabilities (N, V).
-    The source (1, S) is encoded once; `edits` (by trace name) apply to the encoder and at every decoder step."""
+def decoder_logp(model: EncoderDecoder, source: torch.Tensor, edits: Mapping[str, Edit] | None = None,
+                 use_cache: bool = True) -> NextLogProbs:
+    """The decoder as generation sees it: targets written so far (N, t) and the key/value cache of the first ones
+    -> next-token log-probabilities (N, V) and the cache of all t (`use_cache=False`: none; every step reads every
+    target token again). The source (1, S) is encoded once; `edits` (by trace name) apply to the encoder and at
+    every decoder step (with the cache, to the new position only: every ready-made edit acts position by position)."""
     memory = model.encode(source, Recorder(edits))                                           # (1, S, D)
 
-    def next_logp(written: torch.Tensor) -> torch.Tensor:
+    def next_logp(written: torch.Tensor, cache: KVCache | None) -> tuple[torch.Tensor, KVCache | None]:
         N = written.shape[0]
-        logits = model.decode(written, memory.expand(N, -1, -1), source.expand(N, -1), Recorder(edits))  # (N, t, V)
-        return logits[:, -1].log_softmax(-1)                                                 # (N, V)
+        rec = Recorder(edits, past=cache, cache=use_cache)
+        new = written[:, rec.start:]                                                         # (N, t - start)
+        logits = model.decode(new, memory.expand(N, -1, -1), source.expand(N, -1), rec)     # (N, t - start, V)
+        return logits[:, -1].log_softmax(-1), KVCache(rec.kept, written.shape[1]) if use_cache else None
     return next_logp
 
 
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, source: list[int], beam_size: int = 1, max_len: int | None = None,
-                edits: Mapping[str, Edit] | None = None) -> Beam:
+                edits: Mapping[str, Edit] | None = None, use_cache: bool = True) -> Beam:
     """Keep the `beam_size` likeliest partial targets at every step (scores: summed log-probabilities); a
     hypothesis that writes <eos> is finished. Beam size 1 is greedy decoding. `edits` (by trace name, as for
-    run) apply at every step: what the model would write with, say, a cross-attention head knocked out."""
+    run) apply at every step: what the model would write with, say, a cross-attention head knocked out.
+    `use_cache=False` reads every target token again at each step (the same result, slower)."""
     max_len = min(max_len or model.cfg.max_len, model.cfg.max_len)
     src = check_tokens(source, model.cfg, "source")                                          # (1, S)
-    return generate.beam_search(decoder_logp(model, src, edits), [model.bos_id], max_len - 1, beam_size,
+    return generate.beam_search(decoder_logp(model, src, edits, use_cache), [model.bos_id], max_len - 1, beam_size,
                                 end=model.eos_id)
 
 
@@ -139,12 +152,12 @@ def greedy(model: EncoderDecoder, source: list[int], max_len: int | None = None,
 
 @torch.no_grad()
 def sample(model: EncoderDecoder, source: list[int], temperature: float = 1.0, seed: int = 0,
-           max_len: int | None = None) -> list[int]:
+           max_len: int | None = None, use_cache: bool = True) -> list[int]:
     """A target drawn token by token at `temperature`, reproducible with `seed`."""
     max_len = min(max_len or model.cfg.max_len, model.cfg.max_len)
     src = check_tokens(source, model.cfg, "source")                                          # (1, S)
-    return generate.sample(decoder_logp(model, src), [model.bos_id], max_len - 1, temperature, seed=seed,
-                           end=model.eos_id).tokens
+    return generate.sample(decoder_logp(model, src, use_cache=use_cache), [model.bos_id], max_len - 1, temperature,
+                           seed=seed, end=model.eos_id).tokens
 
 
 def transduce(bundle, text: str, beam_size: int = 1) -> str:

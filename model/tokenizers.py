@@ -293,17 +293,28 @@ def _bpe_from_json(tokenizer_json) -> BPETokenizer:
         raise ValueError(f"tokenizer_json is not a valid Hugging Face tokenizer: {e}") from None
     model, pre, dec = spec.get("model") or {}, spec.get("pre_tokenizer") or {}, spec.get("decoder") or {}
     post = spec.get("post_processor") or {"type": "ByteLevel"}
-    if model.get("type") != "BPE" or model.get("dropout") or pre.get("type") != "ByteLevel" \
-            or pre.get("add_prefix_space") or dec.get("type") != "ByteLevel" \
+    if model.get("type") != "BPE" or model.get("dropout") or not _byte_level_split(pre) \
+            or dec.get("type") != "ByteLevel" \
             or spec.get("normalizer") or post.get("type") != "ByteLevel" or not _plain_specials(spec, model):
         raise ValueError("tokenizer_json must be a plain byte-level BPE tokenizer (BPE model, ByteLevel "
-                         "pre-tokenizer, decoder and post-processor, special tokens only from its vocabulary)")
+                         "pre-tokenizer (after one splitting digits, as SmolLM2's), decoder and post-processor, "
+                         "special tokens only from its vocabulary)")
     if not set(BYTE_OF) <= set(hf.get_vocab()):
         raise ValueError("the BPE vocabulary must contain all 256 bytes")
     tok = BPETokenizer(hf)
     if tok.decode(tok.encode(_ROUND_TRIP_CHECK)) != _ROUND_TRIP_CHECK:
         raise ValueError("this BPE tokenizer does not give text back exactly")
     return tok
+
+
+def _byte_level_split(pre: dict) -> bool:
+    """Whether a pre-tokenizer cuts text as GPT-2's does (ByteLevel with its word pattern, no added space),
+    optionally after cutting every digit off on its own first (SmolLM2's: Digits, then ByteLevel)."""
+    steps = (pre.get("pretokenizers") or []) if pre.get("type") == "Sequence" else [pre]
+    if len(steps) == 2 and steps[0] == {"type": "Digits", "individual_digits": True}:
+        steps = steps[1:]
+    return len(steps) == 1 and isinstance(steps[0], dict) and steps[0].get("type") == "ByteLevel" \
+        and not steps[0].get("add_prefix_space") and steps[0].get("use_regex", True)
 
 
 def _plain_specials(spec: dict, model: dict) -> bool:
@@ -314,7 +325,7 @@ def _plain_specials(spec: dict, model: dict) -> bool:
 
 
 def load_tokenizer_json(path) -> BPETokenizer:
-    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's, for one)."""
+    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's or SmolLM2's, for two)."""
     try:
         text = open(path, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as e:

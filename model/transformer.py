@@ -8,29 +8,37 @@ Every intermediate has a stable name (the project's vocabulary, used by pages, f
 
     tokens                    [B, T]        the input token ids
     embed.tok                 [B, T, D]     token embeddings (after embed_scale)
-    embed.pos                 [B, T, D]     positional encodings (zeros when pos is "none")
+    embed.pos                 [B, T, D]     positional encodings (zeros when pos is "none" or "rope")
     embed.out                 [B, T, D]     tok + pos
+    embed.rope                [B, T, K/2]   pos "rope" only: the angle each pair of query and key dimensions turns by
     blocks.i.resid_pre        [B, T, D]     the residual stream entering block i
     blocks.i.attn.in          [B, T, D]     what attention reads
-    blocks.i.attn.q/.k/.v     [B, H, T, K]  queries, keys, values per head
-    blocks.i.attn.scores      [B, H, T, T]  q.k / sqrt(K), before the causal mask
+    blocks.i.attn.q_unrotated [B, H, T, K]  pos "rope" only: the queries before their turn
+    blocks.i.attn.k_unrotated [B, G, T, K]  pos "rope" only: the keys before their turn
+    blocks.i.attn.q           [B, H, T, K]  queries per head (turned by embed.rope with rotary positions)
+    blocks.i.attn.k/.v        [B, G, T, K]  keys (turned, with rotary positions) and values per key/value head
+    blocks.i.attn.scores      [B, H, T, T]  q.k / sqrt(K), before the causal mask; query head h reads key head
+                                            h // (H / G)
     blocks.i.attn.pattern     [B, H, T, T]  softmax after the mask: who attends to whom
     blocks.i.attn.z           [B, H, T, K]  pattern @ v, per head
     blocks.i.attn.out         [B, T, D]     after the output projection
     blocks.i.resid_mid        [B, T, D]     the stream between attention and the MLP
     blocks.i.mlp.in           [B, T, D]     what the MLP (the feed-forward network) reads
-    blocks.i.mlp.pre          [B, T, F]     hidden layer before the activation
-    blocks.i.mlp.post         [B, T, F]     hidden layer after the activation
+    blocks.i.mlp.pre          [B, T, F]     hidden layer before the activation (not in a gated MLP)
+    blocks.i.mlp.gate/.up     [B, T, F]     activation "swiglu" only: the gate and the up projection
+    blocks.i.mlp.post         [B, T, F]     hidden layer after the activation (gated: SiLU(gate) x up)
     blocks.i.mlp.out          [B, T, D]     after the contracting projection
     blocks.i.resid_post       [B, T, D]     the stream leaving block i
     final.norm                [B, T, D]     the final normalisation (identity for post-norm and norm "none")
     logits                    [B, T, V]     a score per vocabulary word, per position
 
-B batch, T positions, D d_model, H heads, K = D / H, F d_ff, V vocab size.
+B batch, T positions, D d_model, H heads, G key/value heads (H unless grouped), K = D / H, F d_ff, V vocab size.
 
 `model(tokens)` returns logits for training. `model.run(tokens)` returns a read-only `Trace` of every
-name above from one forward pass. Nothing is stored on the modules: one model object serves many
-visitors at once, so the trace is a return value and "what if" edits are arguments.
+name above from one forward pass. `model.read(tokens, cache)` is generation's pass: it reads new tokens after
+the ones a `KVCache` holds and returns their logits with the cache grown by their keys and values.
+Nothing is stored on the modules: one model object serves many visitors at once, so the trace and the cache
+are return values and "what if" edits are arguments.
 """
 from collections.abc import Iterable, Mapping
 
@@ -38,8 +46,9 @@ import torch
 import torch.nn as nn
 
 from .config import ModelConfig
-from .layers import (BLOCK_NAMES, EMBED_NAMES, FINAL_NAMES, Block, Edit, Embedding, Recorder, Trace,  # noqa: F401
-                     block_name, causal_mask, check_tokens, make_final_norm, sinusoidal_table, stack, start_run)
+from .layers import (FINAL_NAMES, Block, Edit, Embedding, KVCache, Recorder, Trace, block_name,  # noqa: F401
+                     block_names, causal_mask, check_tokens, embed_names, make_final_norm, sinusoidal_table, stack,
+                     start_run)
 
 
 class TransformerLM(nn.Module):
@@ -67,13 +76,13 @@ class TransformerLM(nn.Module):
     @property
     def trace_names(self) -> list[str]:
         """Every name a trace holds, in the order the forward pass produces them."""
-        blocks = [f"blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in BLOCK_NAMES]
-        return ["tokens", *EMBED_NAMES, *blocks, *FINAL_NAMES]
+        blocks = [f"blocks.{i}.{b}" for i in range(self.cfg.n_layers) for b in block_names(self.cfg)]
+        return ["tokens", *embed_names(self.cfg), *blocks, *FINAL_NAMES]
 
     def _forward(self, tokens: torch.Tensor, rec: Recorder, causal: bool = True) -> torch.Tensor:
-        mask = causal_mask(tokens.shape[1], tokens.device) if causal else None            # (T, T)
-        x = stack(self.embed, self.blocks, self.final_norm, tokens, rec, mask=mask)      # (B, T, D)
-        return rec("logits", self.unembed(x))                                             # (B, T, V)
+        mask = causal_mask(tokens.shape[1], tokens.device, rec.start) if causal else None  # (T, start + T)
+        x = stack(self.embed, self.blocks, self.final_norm, tokens, rec, mask=mask)       # (B, T, D)
+        return rec("logits", self.unembed(x))                                              # (B, T, V)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) for a batch of token ids (B, T); the fast path used for training."""
@@ -83,6 +92,17 @@ class TransformerLM(nn.Module):
     def predict(self, tokens) -> torch.Tensor:
         """Logits (B, T, V) without gradients or dropout, whatever mode the module is in."""
         return self._forward(check_tokens(tokens, self.cfg), Recorder())
+
+    @torch.no_grad()
+    def read(self, tokens, cache: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
+        """Generation's pass: logits (B, T, V) for `tokens` (B, T) read after the positions `cache` holds (None: from
+        the start), and the cache grown by their keys and values. Reading a text in pieces gives the logits of
+        reading it at once (within float error), while each new token costs one position's work."""
+        start = 0 if cache is None else cache.length
+        tokens = check_tokens(tokens, self.cfg, start=start)
+        rec = Recorder(past=cache, cache=True)
+        logits = self._forward(tokens, rec)                                                # (B, T, V)
+        return logits, KVCache(rec.kept, start + tokens.shape[1])
 
     @torch.no_grad()
     def run(self, tokens, edits: Mapping[str, Edit] | None = None, causal: bool = True,

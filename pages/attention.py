@@ -29,6 +29,9 @@ if qkv.open:
     if not v.compact:
         qkv.markdown(text)
     chart(attention.head_figure(v, layer, head, "qkv"), qkv, key="qkv")
+    if cfg.kv_heads < cfg.n_heads:
+        qkv.markdown(attention.sharing_text(cfg.n_heads, cfg.kv_heads) + f" Head {head} reads key/value head "
+                     f"{attention.kv_head(trace, layer, head)}: its K and V above are that head's.")
     if v.compact:                             # on a projector or a phone the chart comes first, the words under it
         qkv.markdown(text)
 

@@ -19,6 +19,7 @@ explanation(v, intro(v.bundle.model.cfg))
 trace = require_trace(v, SLUG)
 cfg = v.bundle.model.cfg
 act = activation_name(v)
+gated = cfg.activation == "swiglu"
 
 picker, note = picker_row([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
@@ -62,13 +63,16 @@ if strongest.open:
                 m = neuron_math(v, layer, token, j)
                 st.markdown(f"Token {token} {quote(v.tokens[token])}, its strongest neuron **n{j}** in layer {layer}. "
                             f"The neuron's value is a dot product of the token's {cfg.d_model} input numbers (mlp.in) "
-                            f"with row {j} of W_in (a weight matrix of {cfg.d_ff:,} × {cfg.d_model:,}), plus a bias:")
+                            f"with row {j} of {'W_gate' if gated else 'W_in'} (a weight matrix of {cfg.d_ff:,} × "
+                            f"{cfg.d_model:,}), plus a bias" + (" (this model has none)" if not cfg.bias else "")
+                            + (f"; then SiLU of that gate times the up projection (mlp.up = {m.up:.4f}):" if gated
+                               else ":"))
                 for line in neuron_math_latex(m, shown=2 if v.presenter else 3):
                     st.latex(line)
                 terms = neuron_terms(m)
                 st.dataframe(terms, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
                                                                     for c in terms.columns if c != "d"})
-                st.caption(f"The model's own trace recorded mlp.pre = {m.traced_pre:.4f} and mlp.post = "
+                st.caption(f"The model's own trace recorded mlp.{feedforward.pre_name(cfg)} = {m.traced_pre:.4f} and mlp.post = "
                            f"{m.traced_post:.4f} for this token and neuron.")
 
 if off_section.open:

@@ -1,6 +1,7 @@
 """Step 3, positional encoding: the seat numbers added to each token, and what is lost without them."""
 import streamlit as st
 
+from explorer import memo
 from explorer.app import discover
 from explorer.steps import positions
 from explorer.app.layout import (beside_the_chart, chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
@@ -16,13 +17,15 @@ explanation(v, positions.intro(cfg))
 trace = require_trace(v, "positions")
 seats, waves, sums, alike, whatif = sections("positions")
 NO_POSITIONS = "This model has no position signal: every position vector is zero, so nothing is added."
+ROTARY = ("This model uses rotary positions: every position vector is zero, so nothing is added here. Its "
+          "queries and keys are turned inside attention instead (the next tab draws the angles).")
 dims = positions.default_dims(cfg)
 
 if seats.open:
     with seats:
         st.subheader("The seat numbers added to your sentence")
-        if cfg.pos == "none":
-            st.info(NO_POSITIONS, icon=":material/block:")
+        if cfg.pos in ("none", "rope"):
+            st.info(ROTARY if cfg.pos == "rope" else NO_POSITIONS, icon=":material/block:")
         window = dims_picker(v, cfg.d_model, "positions_window")
         table = positions.figure("table", v, window)
         if table is None:
@@ -42,6 +45,10 @@ if waves.open:
     with waves:
         if cfg.pos == "none":
             st.info(NO_POSITIONS, icon=":material/block:")
+        elif cfg.pos == "rope":
+            st.subheader("Rotary positions: each pair of dimensions turned by an angle")
+            chart(positions.figure("rope", v), key="rope")
+            st.markdown(positions.rope_text(v, trace))
         else:
             st.subheader(("Waves" if cfg.pos == "sinusoidal" else "Learned values") + ", dimension by dimension")
             if not v.presenter:
@@ -75,8 +82,8 @@ if sums.open:
 
 if alike.open:
     with alike:
-        if cfg.pos == "none":
-            st.info(NO_POSITIONS, icon=":material/block:")
+        if cfg.pos in ("none", "rope"):
+            st.info(ROTARY if cfg.pos == "rope" else NO_POSITIONS, icon=":material/block:")
         else:
             st.subheader("Which seats look alike?")
             whole = False
@@ -89,6 +96,9 @@ if alike.open:
 
 if whatif.open:
     with whatif:
+        if cfg.pos == "rope":
+            st.subheader(f"What if every token moved on by {positions.SHIFT} seats?")
+            st.markdown(positions.shift_text(memo.per_view(positions.shift_positions, v)))
         st.subheader("What if the seats were gone?")
         knobs, stage = beside_the_chart(v, spec=(1, 1.3))
         knobs.markdown(positions.order_text(v.bundle.tokenizer.kind))
@@ -125,6 +135,6 @@ if whatif.open:
             bars = positions.order_figure(comparison, v.presenter)
             if bars is not None:
                 chart(bars, stage, key="order")
-            stage.markdown(positions.order_verdict(comparison, cfg.pos != "none", a, b))
+            stage.markdown(positions.order_verdict(comparison, cfg.pos != "none", a, b, cfg.pos == "rope"))
 
 step_nav("positions")

@@ -5,13 +5,13 @@ from explorer.app.layout import (chart, explanation, keep_if, knobs_and_chart, m
                                  picker_row, quote, require_trace, step_nav, token_picker)
 from explorer.plot import safe
 from explorer.registry import BY_SLUG
-from explorer.steps.prediction import (MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
+from explorer.steps.prediction import (cache_story, cache_table, times_figure, times_story, MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
                                  actual_next_story, continuation_table, continued_text, cumulative_figure,
                                  explanation_text, extend, kept_summary, logit_figure, mass_kept,
                                  probability_figure, ranking, renormalise_story, softmax_story, softmax_worked,
                                  top_k_steps, top_p_story, window_story)
 from explorer.app.state import MAX_CHARS, view
-from model.generate import STRATEGIES
+from model.generate import STRATEGIES, time_new_token
 
 v = view()
 page_header("prediction", v)
@@ -155,5 +155,25 @@ else:
     st.caption("Press a button to add tokens. Greedy and sampling add to the text so far; beam search plans the "
                f"whole continuation again. Sampling uses the sliders above ({settings.describe()}). "
                "Changing the model, the sentence or the strategy starts over.")
+
+# --- the KV cache: measured live on the text as it grows (drawn only when opened) --------------------------
+kv_box = st.expander("The KV cache: writing without reading everything again", icon=":material/memory:",
+                     key="prediction_kv_cache", on_change="rerun")
+if kv_box.open:
+    with kv_box:
+        cfg = v.bundle.model.cfg
+        written = [*v.prepared.ids, *cont.tokens][-cfg.max_len:]
+        st.markdown(cache_story(cfg, len(written)))
+        st.markdown(f"What each of the {cfg.n_layers} layers keeps per token:")
+        st.table(cache_table(cfg).set_index("layer"))
+        if len(written) > 1:
+            measured = st.session_state.setdefault("prediction_kv_times", {})     # (model, tokens) -> TokenTimes
+            if (v.name, len(written)) not in measured:
+                measured[(v.name, len(written))] = time_new_token(v.bundle.model, written, repeats=3)
+            st.markdown(times_story(measured[(v.name, len(written))]))
+            chart(times_figure([t for (name, _), t in measured.items() if name == v.name], v.presenter),
+                  key="kv_times")
+            st.caption("Each point is measured on this server when the text reaches that length: press Next token "
+                       "or Generate 10 above to add points.")
 
 step_nav("prediction")

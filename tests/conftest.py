@@ -55,6 +55,7 @@ SLOW = [
     "tests/test_gpt2_app.py",                        # loads GPT-2's shape for each test
     "tests/test_page_why.py::test_gpt2_attribution_a_typed_word_routes_and_its_patching_grids",     # GPT-2's shape
     "tests/test_pretrained.py::test_a_gpt2_shaped_model_round_trips_through_our_files_with_the_tie_kept",
+    "tests/test_pretrained_llama.py::test_the_real_smollm2_shape_gives_transformers_logits",        # 135M weights
     "tests/test_tasks.py::test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding",
     "tests/test_class_replicas.py",                  # redis-server and two replica processes
     "tests/test_class_lecture.py",                   # ten students answer the whole lecture (AppTest)

@@ -45,7 +45,7 @@ def numpy_attribution(model: TransformerLM, tokens: list[int], position: int, ta
         z = ref[f"blocks.{layer}.attn.z"][0, :, position]                            # (H, K)
         for h in range(H):
             parts[f"L{layer} H{h}"] = W_o[:, h * K:(h + 1) * K] @ z[h]
-        bias += W[f"blocks.{layer}.attn.W_o.bias"]
+        bias += W.get(f"blocks.{layer}.attn.W_o.bias", 0.0)                        # none without biases
         parts[f"MLP {layer}"] = ref[f"blocks.{layer}.mlp.out"][0, position]
     parts["attention biases"] = bias
     x = ref[f"blocks.{cfg.n_layers - 1}.resid_post"][0, position]
@@ -90,7 +90,9 @@ def test_the_parts_add_up_on_a_gpt2_layout_model():
 
 @pytest.mark.parametrize("switches", [dict(pos="sinusoidal", norm="layer"), dict(pos="learned", norm="rms"),
                                       dict(pos="none", norm="none", activation="gelu"),
-                                      dict(pos="learned", norm="layer", activation="gelu_tanh", tie_embeddings=True)])
+                                      dict(pos="learned", norm="layer", activation="gelu_tanh", tie_embeddings=True),
+                                      dict(pos="rope", norm="rms", activation="swiglu", n_kv_heads=1, bias=False,
+                                           tie_embeddings=True)])
 def test_every_part_equals_a_float64_numpy_computation(switches):
     model = make_model(seed=3, **switches)
     tokens = torch.randint(0, 23, (7,), generator=torch.Generator().manual_seed(5)).tolist()
@@ -152,6 +154,26 @@ def test_a_heads_contribution_split_by_source_adds_up_to_its_bar():
             sources = model_attribution.head_sources(bundle.model, trace, len(ids) - 1, part.layer, part.head, target)
             assert sources.shape == (len(ids),)
             assert sources.sum().item() == pytest.approx(attribution.values[i, 0].item(), abs=1e-5)
+
+
+def test_with_grouped_key_value_heads_and_no_biases_the_parts_and_the_routes_still_add_up():
+    """Llama's switches: each query head's part reads its group's values; there is no output bias to add."""
+    model = make_model(seed=4, d_model=24, n_heads=6, n_kv_heads=2, pos="rope", norm="rms", activation="swiglu",
+                       bias=False, tie_embeddings=True)
+    tokens = torch.randint(0, 23, (8,), generator=torch.Generator().manual_seed(2)).tolist()
+    trace = model.run(tokens)
+    check_sum_rule(model, trace, [0, 4, 7])
+    target = int(trace["logits"][0, -1].argmax())
+    attribution = model_attribution.attribute(model, trace, -1, [target])
+    assert attribution.values[[p.label for p in attribution.parts].index("attention biases"), 0] == 0
+    for i, part in enumerate(attribution.parts):
+        if part.kind == "head":
+            sources = model_attribution.head_sources(model, trace, 7, part.layer, part.head, target)
+            assert sources.sum().item() == pytest.approx(attribution.values[i, 0].item(), abs=1e-5)
+    for layer in range(model.cfg.n_layers):
+        mid = [e.weight for e in model_attribution.layer_edges(model, trace, layer, 7) if e.into == "mid"]
+        assert sum(mid) == pytest.approx(1.0)                     # no output bias takes a share
+    assert model_attribution.routes(model, trace, 7)
 
 
 def test_a_nodes_update_read_by_the_unembedding_is_the_attribution_of_that_sublayer():

@@ -4,9 +4,11 @@ import torch
 
 from model.config import ModelConfig
 from model.edits import combine, knock_out_head, remove_positions, remove_scaling, skip_mlp
+from model.layers import rope_frequencies
 from model.transformer import TransformerLM
 
 SMALL = dict(vocab_size=23, d_model=12, n_heads=3, n_layers=2, d_ff=20, max_len=9)
+LLAMA = dict(d_model=24, n_heads=6, n_kv_heads=2, pos="rope", norm="rms", activation="swiglu", bias=False)
 TOKENS = torch.tensor([[5, 17, 2, 9, 11, 0, 22], [3, 3, 14, 8, 1, 19, 6]])   # (B=2, T=7)
 
 
@@ -51,14 +53,42 @@ def test_knocking_out_a_head_zeroes_only_that_head(model, layer, head):
     assert not torch.allclose(edited[f"blocks.{layer}.attn.out"], base[f"blocks.{layer}.attn.out"])
 
 
-@pytest.mark.parametrize("pos", ["sinusoidal", "learned"])
+def test_knocking_out_a_query_head_of_a_group_leaves_its_shared_keys_and_values_and_the_other_heads():
+    model = make_model(**LLAMA)                                   # six query heads, two key/value heads
+    base, edited = model.run(TOKENS), model.run(TOKENS, edits=knock_out_head(1, 4))
+    z, base_z = edited["blocks.1.attn.z"], base["blocks.1.attn.z"]
+    assert (z[:, 4] == 0).all() and torch.equal(z[:, [0, 1, 2, 3, 5]], base_z[:, [0, 1, 2, 3, 5]])
+    for name in ("k", "v", "pattern"):                            # heads 3 and 5 still read key/value head 1
+        assert torch.equal(edited["blocks.1.attn." + name], base["blocks.1.attn." + name])
+    assert not torch.allclose(edited["logits"], base["logits"])
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned", "rope"])
 def test_removing_positions_zeroes_them_and_leaves_just_the_words(pos):
-    trace = make_model(pos=pos).run(TOKENS, edits=remove_positions())
+    model = make_model(pos=pos)
+    trace = model.run(TOKENS, edits=remove_positions(model.cfg))
     assert (trace["embed.pos"] == 0).all()
     assert torch.equal(trace["embed.out"], trace["embed.tok"])
+    if pos == "rope":                                             # no angle: no query or key is turned
+        assert (trace["embed.rope"] == 0).all()
+        assert torch.equal(trace["blocks.0.attn.q"], trace["blocks.0.attn.q_unrotated"])
+        assert torch.equal(trace["blocks.1.attn.k"], trace["blocks.1.attn.k_unrotated"])
 
 
-@pytest.mark.parametrize("pos", ["sinusoidal", "learned"])
+def test_rotary_scores_depend_on_the_distance_only_so_shifting_every_position_changes_no_score():
+    """Every angle moved on by k positions (k x each pair's frequency): each query and key turns further, but a
+    query at m and a key at n still differ by m - n, so no score, weight or logit changes."""
+    model = make_model(**LLAMA, rope_theta=100_000.0)
+    base = model.run(TOKENS)
+    frequencies = rope_frequencies(model.cfg.d_head, model.cfg.rope_theta)               # (K/2,)
+    for k in (1, 5, 100):
+        shifted = model.run(TOKENS, edits={"embed.rope": lambda angles: angles + k * frequencies})
+        assert not torch.allclose(shifted["blocks.0.attn.q"], base["blocks.0.attn.q"])
+        for name in ("blocks.0.attn.scores", "blocks.1.attn.pattern", "logits"):
+            torch.testing.assert_close(shifted[name], base[name], rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned", "rope"])
 @pytest.mark.parametrize("n_layers, causal", [(1, True), (2, False)], ids=["one-causal-layer", "two-unmasked-layers"])
 def test_without_positions_the_last_output_depends_only_on_the_bag_of_words(pos, n_layers, causal):
     """Reordering earlier words changes nothing at the last position once positions are removed.
@@ -71,8 +101,8 @@ def test_without_positions_the_last_output_depends_only_on_the_bag_of_words(pos,
     assert not torch.equal(swapped, TOKENS)
     last = lambda tokens, **kw: model.run(tokens, causal=causal, **kw)["logits"][:, -1]  # noqa: E731
     assert not torch.allclose(last(swapped), last(TOKENS), atol=1e-3)      # with positions, order matters
-    torch.testing.assert_close(last(swapped, edits=remove_positions()), last(TOKENS, edits=remove_positions()),
-                               rtol=0, atol=1e-5)
+    removed = remove_positions(model.cfg)
+    torch.testing.assert_close(last(swapped, edits=removed), last(TOKENS, edits=removed), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("layer", [0, 1])
@@ -126,12 +156,14 @@ def test_combining_leaves_its_inputs_alone():
 
 
 EDITABLE = make_model().trace_names[1:]   # every name but "tokens"
-EDIT_CASES = [pytest.param(where, name, id=f"{where}-{name}") for where in ("pre", "post") for name in EDITABLE]
+LLAMA_EDITABLE = make_model(**LLAMA).trace_names[1:]            # with embed.rope, q_unrotated, mlp.gate, ...
+EDIT_CASES = [pytest.param(where, name, {}, id=f"{where}-{name}") for where in ("pre", "post") for name in EDITABLE] + \
+    [pytest.param("pre", name, LLAMA, id=f"llama-{name}") for name in LLAMA_EDITABLE]
 
 
-@pytest.mark.parametrize("norm_position, name", EDIT_CASES)
-def test_an_edit_changes_its_own_value_and_what_follows_but_nothing_before_it(norm_position, name):
-    model = make_model(norm_position=norm_position)
+@pytest.mark.parametrize("norm_position, name, switches", EDIT_CASES)
+def test_an_edit_changes_its_own_value_and_what_follows_but_nothing_before_it(norm_position, name, switches):
+    model = make_model(norm_position=norm_position, **switches)
     base, edited = model.run(TOKENS), model.run(TOKENS, edits={name: add_noise})
     assert_unchanged(base, edited, names_before(model, name))
     assert torch.equal(edited[name], add_noise(base[name]))
@@ -139,7 +171,7 @@ def test_an_edit_changes_its_own_value_and_what_follows_but_nothing_before_it(no
 
 
 @pytest.mark.parametrize("norm_position", ["pre", "post"])
-@pytest.mark.parametrize("pos", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("pos", ["learned", "sinusoidal", "rope"])
 def test_an_edit_that_works_in_place_still_changes_nothing_before_it_nor_the_shared_model(pos, norm_position):
     """Students write edits like `def double(x): x *= 2; return x`. That must not reach back into values
     already reported, nor into the weights every other visitor's runs use."""
@@ -148,7 +180,7 @@ def test_an_edit_that_works_in_place_still_changes_nothing_before_it_nor_the_sha
         return x
 
     problems = []
-    for name in EDITABLE:
+    for name in make_model(pos=pos).trace_names[1:]:
         model = make_model(pos=pos, norm_position=norm_position)
         base = {n: value.clone() for n, value in model.run(TOKENS[:1]).items()}
         edited = model.run(TOKENS[:1], edits={name: double_in_place})

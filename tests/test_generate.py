@@ -1,4 +1,6 @@
-"""From logits to text: the distribution a student sees, and the tokens each strategy picks from it."""
+"""From logits to text: the distribution a student sees, the tokens each strategy picks from it, and the KV cache
+that lets each step read one new token."""
+import itertools
 import math
 
 import pytest
@@ -7,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.config import ModelConfig
-from model.generate import generate, next_token_probs
+from model.generate import generate, next_token_probs, time_new_token
+from model.layers import cache_bytes_per_token
 from model.transformer import TransformerLM
 
 SMALL = dict(vocab_size=23, d_model=12, n_heads=3, n_layers=2, d_ff=20, max_len=9)
@@ -213,21 +216,33 @@ def test_beam_search_as_wide_as_the_vocabulary_finds_the_likeliest_pair_of_token
     assert generate(model, prompt, n_new=2, strategy="greedy").tokens != best_pair
 
 
+@pytest.mark.parametrize("use_cache", [False, True], ids=["without-cache", "with-cache"])
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
 def test_generating_past_the_context_slides_the_window_and_never_feeds_more_than_max_len(
-        model, monkeypatch, strategy):
-    lengths, predict = [], model.predict
+        model, monkeypatch, strategy, use_cache):
+    reads, predict, read = [], model.predict, model.read
 
-    def spy(tokens):
-        lengths.append(torch.as_tensor(tokens).shape[-1])
+    def spy_predict(tokens):
+        reads.append(("all", torch.as_tensor(tokens).shape[-1]))
         return predict(tokens)
 
-    monkeypatch.setattr(model, "predict", spy)
-    out = generate(model, PROMPT, n_new=15, strategy=strategy, beams=2)
+    def spy_read(tokens, cache=None):
+        reads.append(("new", torch.as_tensor(tokens).shape[-1]))
+        return read(tokens, cache)
+
+    monkeypatch.setattr(model, "predict", spy_predict)
+    monkeypatch.setattr(model, "read", spy_read)
+    out = generate(model, PROMPT, n_new=15, strategy=strategy, beams=2, use_cache=use_cache)
     assert len(out.tokens) == len(out.probs) == 15
     assert out.window_slid
-    assert max(lengths) == SMALL["max_len"]
-    assert lengths == [min(len(PROMPT) + i, SMALL["max_len"]) for i in range(15)]
+    assert max(n for _, n in reads) == SMALL["max_len"]
+    written = [len(PROMPT) + i for i in range(15)]
+    if use_cache:       # the prompt once, then one new token a step, until the window slides: all of it each step
+        fits = [t for t in written if t <= SMALL["max_len"]]
+        assert reads == [("new", len(PROMPT))] + [("new", 1)] * (len(fits) - 1) + \
+            [("all", SMALL["max_len"])] * (15 - len(fits))
+    else:
+        assert reads == [("all", min(t, SMALL["max_len"])) for t in written]
     if strategy == "greedy":
         monkeypatch.undo()
         assert out.tokens == greedy_by_hand(model, PROMPT, 15)
@@ -251,3 +266,100 @@ def test_the_window_slides_only_once_the_text_outgrows_the_context(model, strate
 def test_generate_refuses_what_it_cannot_do(model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         generate(model, n_new=3, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The KV cache: each step reads one new token next to the keys and values of the ones before it.
+
+CACHED = {                                            # every kind of position, grouped heads, a gated MLP, post-norm
+    "gpt2-like": dict(pos="learned", activation="gelu_tanh", tie_embeddings=True),
+    "2017-post-norm": dict(pos="sinusoidal", norm_position="post", embed_scale=True),
+    "no-positions-rms": dict(pos="none", norm="rms"),
+    "rope-multi-query": dict(pos="rope", n_kv_heads=1, activation="swiglu", norm="rms", bias=False),
+    "llama-like-grouped": dict(d_model=24, n_heads=6, n_kv_heads=2, pos="rope", rope_theta=100_000.0,
+                               activation="swiglu", norm="rms", bias=False, tie_embeddings=True, max_len=24),
+}
+
+
+def cached_model(name: str, seed: int = 0) -> TransformerLM:
+    torch.manual_seed(seed)
+    model = TransformerLM(ModelConfig(**(SMALL | CACHED[name]))).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize("name", CACHED)
+def test_reading_a_text_in_pieces_with_the_cache_gives_the_logits_of_reading_it_at_once(name):
+    model = cached_model(name)
+    ids = torch.randint(0, SMALL["vocab_size"], (2, model.cfg.max_len), generator=torch.Generator().manual_seed(1))
+    whole = model.run(ids)["logits"]                                                # (2, T, V)
+    for pieces in ([4, 1, 1, 1, 2], [1] * 9, [9]):
+        cache, logits = None, []
+        for start, n in zip(itertools.accumulate([0, *pieces]), pieces):
+            out, cache = model.read(ids[:, start:start + n], cache)
+            logits.append(out)
+        assert cache.length == 9
+        torch.testing.assert_close(torch.cat(logits, 1), whole[:, :9], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", CACHED)
+@pytest.mark.parametrize("strategy, options", [("greedy", {}), ("sample", dict(temperature=1.0, seed=5)),
+                                               ("sample", dict(temperature=0.7, top_k=5, seed=2)),
+                                               ("beam", dict(beams=3))], ids=["greedy", "sample", "top-k", "beam"])
+def test_with_and_without_the_cache_the_same_tokens_come_out_with_the_same_probabilities(name, strategy, options):
+    """Past the context too: once the window slides, every position moves and each step reads it all again."""
+    model = cached_model(name)
+    n_new = model.cfg.max_len + 3 - len(PROMPT)
+    cached = generate(model, PROMPT, n_new, strategy, use_cache=True, **options)
+    plain = generate(model, PROMPT, n_new, strategy, use_cache=False, **options)
+    assert cached.tokens == plain.tokens and len(cached.tokens) == n_new
+    assert cached.probs == pytest.approx(plain.probs, abs=1e-5)
+    assert cached.window_slid and plain.window_slid
+
+
+@pytest.mark.parametrize("name", ["gpt2-like", "llama-like-grouped"])
+def test_the_cache_keeps_each_layers_keys_and_values_per_key_value_head_and_says_its_size(name):
+    model = cached_model(name)
+    cfg = model.cfg
+    logits, cache = model.read([PROMPT])
+    assert sorted(cache.layers) == [f"blocks.{i}.attn" for i in range(cfg.n_layers)] and cache.length == len(PROMPT)
+    trace = model.run([PROMPT])
+    for i in range(cfg.n_layers):
+        keys, values = cache.layers[f"blocks.{i}.attn"]
+        assert keys.shape == values.shape == (1, cfg.kv_heads, len(PROMPT), cfg.d_head)
+        assert torch.equal(keys, trace[f"blocks.{i}.attn.k"]) and torch.equal(values, trace[f"blocks.{i}.attn.v"])
+    assert cache.nbytes == cache_bytes_per_token(cfg) * len(PROMPT)
+    assert cache_bytes_per_token(cfg) == 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * 4
+
+
+def test_grouped_query_attention_keeps_a_smaller_cache():
+    full, grouped = cached_model("gpt2-like").cfg, cached_model("rope-multi-query").cfg
+    assert cache_bytes_per_token(grouped) * full.n_heads == cache_bytes_per_token(full) * grouped.kv_heads
+    gpt2 = ModelConfig(vocab_size=50_257, d_model=768, n_heads=12, n_layers=12, d_ff=3072, max_len=1024)
+    assert cache_bytes_per_token(gpt2) == 73_728                                        # 72 KB a token
+
+
+def test_the_cache_is_a_value_reading_more_never_changes_the_one_read_from():
+    model = cached_model("llama-like-grouped")
+    _, cache = model.read([PROMPT])
+    kept = {name: (k.clone(), v.clone()) for name, (k, v) in cache.layers.items()}
+    one, grown = model.read([[3]], cache)
+    other, _ = model.read([[3]], cache)                       # the same cache, read from again: the same answer
+    assert torch.equal(one, other) and grown.length == cache.length + 1 == len(PROMPT) + 1
+    assert all(torch.equal(cache.layers[n][0], k) and torch.equal(cache.layers[n][1], v) for n, (k, v) in kept.items())
+    assert cache.rows([0, 0]).layers["blocks.0.attn"][0].shape[0] == 2
+
+
+def test_a_cache_and_new_tokens_beyond_the_context_are_refused():
+    model = cached_model("gpt2-like")
+    _, cache = model.read([list(range(8))])
+    with pytest.raises(ValueError, match="10 tokens is more than this model's context of 9"):
+        model.read([[1, 2]], cache)
+
+
+def test_timing_a_new_token_with_and_without_the_cache():
+    model = cached_model("llama-like-grouped")
+    times = time_new_token(model, list(range(20)), repeats=2)
+    assert times.position == 19 and 0 < times.cached and 0 < times.uncached

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from model import hub
-from model.hub import FILES, GPT2, HubUnavailable, cached, fetch
+from model.hub import FILES, GPT2, SMOLLM2, HubUnavailable, cached, fetch
 
 
 def prepared_cache(root: Path, spec=GPT2) -> Path:
@@ -39,10 +39,17 @@ def test_gpt2_is_pinned_to_a_commit_and_says_what_it_costs():
     assert "124M" in GPT2.about and "MIT" in GPT2.about and "550 MB" in GPT2.about
 
 
-def test_a_prepared_cache_is_used_without_any_network(tmp_path, no_network):
-    snapshot = prepared_cache(tmp_path)
-    assert cached(GPT2, tmp_path) == snapshot
-    assert fetch(GPT2, cache_dir=tmp_path) == snapshot
+def test_smollm2_is_pinned_to_a_commit_and_says_what_it_costs():
+    assert SMOLLM2.repo_id == "HuggingFaceTB/SmolLM2-135M" and len(SMOLLM2.revision) == 40
+    assert int(SMOLLM2.revision, 16) and SMOLLM2.label == "SmolLM2-135M"
+    assert "135M" in SMOLLM2.about and "Apache 2.0" in SMOLLM2.about and "270 MB" in SMOLLM2.about
+
+
+@pytest.mark.parametrize("spec", [GPT2, SMOLLM2], ids=["gpt2", "smollm2"])
+def test_a_prepared_cache_is_used_without_any_network(tmp_path, no_network, spec):
+    snapshot = prepared_cache(tmp_path, spec)
+    assert cached(spec, tmp_path) == snapshot
+    assert fetch(spec, cache_dir=tmp_path) == snapshot
     assert sorted(p.name for p in snapshot.iterdir()) == sorted(FILES)
 
 
@@ -55,22 +62,24 @@ def test_a_cache_missing_one_file_is_not_used(tmp_path, monkeypatch):
         fetch(GPT2, cache_dir=tmp_path)
 
 
-def test_offline_with_an_empty_cache_says_so_in_plain_words(tmp_path, monkeypatch, no_network):
+@pytest.mark.parametrize("spec", [GPT2, SMOLLM2], ids=["gpt2", "smollm2"])
+def test_offline_with_an_empty_cache_says_so_in_plain_words(tmp_path, monkeypatch, no_network, spec):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HubUnavailable) as caught:
-        fetch(GPT2, cache_dir=tmp_path)
+        fetch(spec, cache_dir=tmp_path)
     message = str(caught.value)
-    assert "GPT-2 small needs a one-time download" in message and "offline" in message
+    assert f"{spec.label} needs a one-time download" in message and "offline" in message
     assert "small models work" in message and "Traceback" not in message
 
 
-def test_an_unreachable_hub_says_so_without_trying_to_download(tmp_path, monkeypatch):
+@pytest.mark.parametrize("spec", [GPT2, SMOLLM2], ids=["gpt2", "smollm2"])
+def test_an_unreachable_hub_says_so_without_trying_to_download(tmp_path, monkeypatch, spec):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub.constants, "ENDPOINT", "http://127.0.0.1:9")        # nothing listens on port 9
     monkeypatch.setattr(hub, "hf_hub_download", _local_only(hub.hf_hub_download))
-    with pytest.raises(HubUnavailable, match="cannot reach 127.0.0.1"):
-        fetch(GPT2, cache_dir=tmp_path, timeout=0.5)
+    with pytest.raises(HubUnavailable, match=f"{spec.label} needs a one-time download.*cannot reach 127.0.0.1"):
+        fetch(spec, cache_dir=tmp_path, timeout=0.5)
 
 
 def test_a_download_reports_progress_file_by_file_and_a_failure_in_plain_words(tmp_path, monkeypatch):

@@ -109,9 +109,10 @@ TABLE = torch.tensor([[0.1, 0.5, 0.4, 0.0],     # after 0: 1 is likelier than 2 
                       [0.7, 0.1, 0.1, 0.1]])
 
 
-def markov(written: torch.Tensor) -> torch.Tensor:
-    """A toy model: the next token's log-probabilities depend only on the last token (rows of TABLE)."""
-    return TABLE[written[:, -1]].clamp(min=1e-12).log()                             # (N, V)
+def markov(written: torch.Tensor, cache=None) -> tuple[torch.Tensor, None]:
+    """A toy model: the next token's log-probabilities depend only on the last token (rows of TABLE); it keeps
+    no cache."""
+    return TABLE[written[:, -1]].clamp(min=1e-12).log(), None                       # (N, V)
 
 
 def likeliest(start: int, n: int) -> tuple[list[int], float]:

@@ -89,6 +89,30 @@ def test_every_cell_of_the_head_grid_equals_a_manual_re_run(tinytales):
     assert grid.abs().max() > 0.01                              # the heads do carry some of the difference
 
 
+def test_a_llama_like_model_is_patched_from_its_first_patched_block_with_its_rotary_positions():
+    """Rotary positions, six heads sharing two key/value heads, a gated MLP, no biases: a batch that starts at a
+    later block still turns its queries and keys, and a knockout reads the heads of a group one by one."""
+    from test_transformer import make_model
+    model = make_model(seed=5, d_model=24, n_heads=6, n_kv_heads=2, pos="rope", norm="rms", activation="swiglu",
+                       bias=False, tie_embeddings=True)
+    clean = [3, 7, 1, 9, 12, 4, 8]
+    corrupted = [3, 7, 2, 9, 12, 4, 8]
+    pair = patching.make_pair(model, clean, corrupted)
+    grid, heads = patching.resid_pre_grid(model, pair), patching.head_out_grid(model, pair)
+    for layer in range(model.cfg.n_layers):
+        for t in (1, 2, 5):
+            expected = pair.restored(torch.tensor(manual_diff(model, pair, f"blocks.{layer}.resid_pre", (t,))))
+            assert grid[layer, t].item() == pytest.approx(expected.item(), abs=1e-3), (layer, t)
+        for h in range(6):
+            expected = pair.restored(torch.tensor(manual_diff(model, pair, f"blocks.{layer}.attn.z", (h,))))
+            assert heads[layer, h].item() == pytest.approx(expected.item(), abs=1e-3), (layer, h)
+    trace = model.run(clean)
+    knocked = patching.knockout_logits(model, trace, 1, [0, 4], 6)
+    for row, head in enumerate((0, 4)):
+        expected = model.run(clean, edits=knock_out_head(1, head))["logits"][0, 6]
+        torch.testing.assert_close(knocked[row], expected, rtol=0, atol=1e-4)
+
+
 def test_a_gpt2_layout_model_is_patched_in_batches_with_progress():
     model = gpt2_layout(seed=1)
     clean = torch.randint(0, 50_257, (8,), generator=torch.Generator().manual_seed(2)).tolist()

@@ -96,7 +96,7 @@ def test_a_gpt2_shaped_model_round_trips_through_our_files_with_the_tie_kept(tmp
     (lambda d: _edit_tensors(d, lambda t: t["h.0.ln_1.weight"].fill_(float("nan"))), "NaN or infinite"),
     (lambda d: _edit_tensors(d, lambda t: t.update({"h.0.extra": torch.zeros(2)})), "unexpected weights"),
     (lambda d: _edit_config(d, n_head=5), "not divisible"),
-    (lambda d: _edit_config(d, model_type="llama"), "not describe a GPT-2"),
+    (lambda d: _edit_config(d, model_type="bert"), "describes a bert: this app loads GPT-2 and Llama"),
 ])
 def test_a_broken_directory_gives_a_plain_error(tmp_path, damage, message):
     directory = write_gpt2_dir(tmp_path, reference_gpt2())

@@ -40,12 +40,13 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
     cfg = model.cfg
     W = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
     d, h = cfg.d_model, cfg.n_heads
+    g = h if cfg.n_kv_heads is None else cfg.n_kv_heads                 # key/value heads
     k = d // h
     pre = cfg.norm_position == "pre"
     out = {}
 
-    def linear(x, prefix, bias=True):
-        return x @ W[f"{prefix}.weight"].T + (W[f"{prefix}.bias"] if bias else 0)
+    def linear(x, prefix):                                              # with a bias when the model has one
+        return x @ W[f"{prefix}.weight"].T + W.get(f"{prefix}.bias", 0)
 
     def norm(x, prefix):
         if cfg.norm == "layer":
@@ -62,6 +63,11 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
             return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
 
+    def rotate(x):               # RoPE, Llama's layout: dims j and j + k/2 turn by position * theta^(-2j/k)
+        angle = np.arange(x.shape[2])[:, None] * cfg.rope_theta ** (-np.arange(0, k, 2) / k)
+        a, c = x[..., :k // 2], x[..., k // 2:]
+        return np.concatenate([a * np.cos(angle) - c * np.sin(angle), a * np.sin(angle) + c * np.cos(angle)], -1)
+
     def embed(tokens, prefix):
         t = tokens.shape[1]
         tok = W[f"{prefix}.tok.weight"][tokens] * (math.sqrt(d) if cfg.embed_scale else 1)
@@ -76,8 +82,11 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
     def attention(x, src, prefix, allowed, name):                 # allowed: (b or 1, 1, t, s) booleans
         b, t, s = x.shape[0], x.shape[1], src.shape[1]
         q = linear(x, f"{prefix}.W_q").reshape(b, t, h, k).transpose(0, 2, 1, 3)
-        kk = linear(src, f"{prefix}.W_k").reshape(b, s, h, k).transpose(0, 2, 1, 3)
-        v = linear(src, f"{prefix}.W_v").reshape(b, s, h, k).transpose(0, 2, 1, 3)
+        kk = linear(src, f"{prefix}.W_k").reshape(b, s, g, k).transpose(0, 2, 1, 3)
+        v = linear(src, f"{prefix}.W_v").reshape(b, s, g, k).transpose(0, 2, 1, 3)
+        if cfg.pos == "rope" and src is x:                          # self-attention only: never across sentences
+            q, kk = rotate(q), rotate(kk)
+        kk, v = np.repeat(kk, h // g, axis=1), np.repeat(v, h // g, axis=1)   # query head i reads key head i g/h
         scores = q @ kk.transpose(0, 1, 3, 2) / math.sqrt(k)
         masked = np.where(allowed, scores, -np.inf)
         e = np.exp(masked - masked.max(-1, keepdims=True))
@@ -89,6 +98,10 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
         return x + f(norm(x, norm_prefix)) if pre else norm(x + f(x), norm_prefix)
 
     def mlp(x, prefix):
+        if cfg.activation == "swiglu":                              # SiLU(gate) x up
+            gate = linear(x, f"{prefix}.W_gate")
+            silu = gate * 0.5 * (1 + np.tanh(gate / 2))            # gate x sigmoid(gate), without overflow
+            return linear(silu * linear(x, f"{prefix}.W_up"), f"{prefix}.W_out")
         return linear(act(linear(x, f"{prefix}.W_in")), f"{prefix}.W_out")
 
     src, tgt = source.numpy(), target.numpy()
@@ -112,11 +125,19 @@ def reference(model: EncoderDecoder, source: torch.Tensor, target: torch.Tensor)
         out[f"{name}.resid_cross"] = y
         y = sublayer(y, f"{p}.norm2", lambda z: mlp(z, f"{p}.mlp"))
     final = norm(y, "decoder_norm") if pre else y
-    out["logits"] = linear(final, "unembed", bias=False)
+    out["logits"] = linear(final, "unembed")
     return out
 
 
 SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, [False, True]))
+
+
+def grouping_and_bias(combo) -> dict:
+    """Key/value heads (3, or 1 shared by all) and biases (on, off), each from the parity of a sum of the other
+    switches' indices, so each of their values meets every value of every other switch, and each other."""
+    kinds = (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, (False, True))
+    index = [choices.index(s) for choices, s in zip(kinds, combo)]
+    return dict(n_kv_heads=1 if sum(index) % 2 else None, bias=(index[0] + index[2]) % 2 == 0)
 
 
 @pytest.mark.parametrize("pos, norm, norm_position, activation, embed_scale", SWITCHES,
@@ -124,7 +145,8 @@ SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVAT
 def test_every_switch_matches_a_numpy_forward_pass_written_from_the_equations(pos, norm, norm_position, activation,
                                                                               embed_scale):
     model = make_model(pos=pos, norm=norm, norm_position=norm_position, activation=activation,
-                       embed_scale=embed_scale)
+                       embed_scale=embed_scale, rope_theta=7.0,
+                       **grouping_and_bias((pos, norm, norm_position, activation, embed_scale)))
     source, target = batch()
     trace = model.run(source, target)
     expected = reference(model, source, target)
@@ -245,3 +267,20 @@ def test_decoding_with_a_cross_attention_head_knocked_out_uses_the_edit_at_every
     assert out == ids[1:]
     trace = model.run(source, [2, *out], edits=scoped("encoder.", remove_positions()))
     assert (trace["encoder.embed.pos"] == 0).all() and (trace["decoder.embed.pos"] != 0).any()
+
+
+@pytest.mark.parametrize("switches", [{}, dict(pos="rope", n_kv_heads=1, activation="swiglu", norm="rms", bias=False),
+                                      dict(pos="learned", norm_position="post")], ids=["2017", "llama-like", "post"])
+def test_decoding_with_and_without_the_key_value_cache_writes_the_same(switches):
+    """The decoder keeps its self-attention's keys and values from step to step; cross-attention reads the memory."""
+    from model.edits import knock_out_head, scoped
+    model = make_model(seed=4, **switches)
+    for source in ([5, 9, 4, 12, 7], [16, 4]):
+        for beams in (1, 3):
+            cached, plain = (beam_search(model, source, beams, use_cache=c) for c in (True, False))
+            assert cached.tokens == plain.tokens and cached.probs == pytest.approx(plain.probs, abs=1e-5)
+            assert cached.score == pytest.approx(plain.score, abs=1e-5)
+        assert sample(model, source, 1.5, seed=3) == sample(model, source, 1.5, seed=3, use_cache=False)
+        knocked = scoped("decoder.", knock_out_head(0, 1, "cross_attn"))
+        assert beam_search(model, source, 2, edits=knocked).tokens == \
+            beam_search(model, source, 2, edits=knocked, use_cache=False).tokens

@@ -46,12 +46,13 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
     tokens = tokens.numpy()
     b, t = tokens.shape
     d, h = cfg.d_model, cfg.n_heads
+    g = h if cfg.n_kv_heads is None else cfg.n_kv_heads              # key/value heads
     k = d // h
     out = {}
 
-    def linear(x, prefix, bias=True):
+    def linear(x, prefix):                                           # with a bias when the model has one
         y = x @ W[f"{prefix}.weight"].T
-        return y + W[f"{prefix}.bias"] if bias else y
+        return y + W[f"{prefix}.bias"] if f"{prefix}.bias" in W else y
 
     def norm(x, prefix):
         if cfg.norm == "layer":
@@ -62,8 +63,8 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
             return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + cfg.norm_eps) * W[f"{prefix}.weight"]
         return x
 
-    def heads(x):                                                        # (b, t, d) -> (b, h, t, k)
-        return x.reshape(b, t, h, k).transpose(0, 2, 1, 3)
+    def heads(x, n):                                                     # (b, t, n k) -> (b, n, t, k)
+        return x.reshape(b, t, n, k).transpose(0, 2, 1, 3)
 
     def activation(x):
         if cfg.activation == "relu":
@@ -72,7 +73,18 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
             return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
+    # RoPE (Su et al.), in Llama's layout: dimensions j and j + k/2 of a head form pair j, turned by the angle
+    # position * theta^(-2j/k), as the point (a, b) -> (a cos - b sin, a sin + b cos)
+    angle = np.arange(t)[:, None] * cfg.rope_theta ** (-np.arange(0, k, 2) / k)     # (t, k/2)
+
+    def rotate(x):                                                       # (b, n, t, k)
+        a, c = x[..., :k // 2], x[..., k // 2:]
+        cos, sin = np.cos(angle), np.sin(angle)
+        return np.concatenate([a * cos - c * sin, a * sin + c * cos], axis=-1)
+
     tok = W["embed.tok.weight"][tokens] * (math.sqrt(d) if cfg.embed_scale else 1.0)
+    if cfg.pos == "rope":
+        out["embed.rope"] = np.broadcast_to(angle, (b, t, k // 2))
     if cfg.pos == "sinusoidal":
         p = np.arange(t)[:, None]
         angle = p / 10000.0 ** (np.arange(0, d, 2) / d)
@@ -92,51 +104,81 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
         n = f"blocks.{i}"
         out[f"{n}.resid_pre"] = x
         a_in = norm(x, f"{n}.norm1") if pre else x
-        q, kk, v = (heads(linear(a_in, f"{n}.attn.W_{w}")) for w in "qkv")
-        scores = q @ kk.transpose(0, 1, 3, 2) / math.sqrt(k)
+        q = heads(linear(a_in, f"{n}.attn.W_q"), h)                      # (b, h, t, k)
+        kk, v = (heads(linear(a_in, f"{n}.attn.W_{w}"), g) for w in "kv")   # (b, g, t, k)
+        if cfg.pos == "rope":
+            out[f"{n}.attn.q_unrotated"], out[f"{n}.attn.k_unrotated"] = q, kk
+            q, kk = rotate(q), rotate(kk)
+        scores = np.stack([q[:, i] @ kk[:, i * g // h].transpose(0, 2, 1) for i in range(h)], 1) / math.sqrt(k)
         masked = np.where(future, -np.inf, scores)
         e = np.exp(masked - masked.max(-1, keepdims=True))
         pattern = e / e.sum(-1, keepdims=True)
-        z = pattern @ v
+        z = np.stack([pattern[:, i] @ v[:, i * g // h] for i in range(h)], 1)   # head i reads key/value head i g/h
         a_out = linear(z.transpose(0, 2, 1, 3).reshape(b, t, d), f"{n}.attn.W_o")
         mid = x + a_out if pre else norm(x + a_out, f"{n}.norm1")
         m_in = norm(mid, f"{n}.norm2") if pre else mid
-        m_pre = linear(m_in, f"{n}.mlp.W_in")
-        m_post = activation(m_pre)
+        if cfg.activation == "swiglu":                                   # SiLU(gate) x up
+            gate, up = linear(m_in, f"{n}.mlp.W_gate"), linear(m_in, f"{n}.mlp.W_up")
+            m_post = gate * 0.5 * (1.0 + np.tanh(gate / 2)) * up     # gate x sigmoid(gate) x up
+            out.update({f"{n}.mlp.gate": gate, f"{n}.mlp.up": up})
+        else:
+            m_pre = linear(m_in, f"{n}.mlp.W_in")
+            m_post = activation(m_pre)
+            out[f"{n}.mlp.pre"] = m_pre
         m_out = linear(m_post, f"{n}.mlp.W_out")
         post = mid + m_out if pre else norm(mid + m_out, f"{n}.norm2")
         out.update({f"{n}.attn.in": a_in, f"{n}.attn.q": q, f"{n}.attn.k": kk, f"{n}.attn.v": v,
                     f"{n}.attn.scores": scores, f"{n}.attn.pattern": pattern, f"{n}.attn.z": z,
                     f"{n}.attn.out": a_out, f"{n}.resid_mid": mid, f"{n}.mlp.in": m_in,
-                    f"{n}.mlp.pre": m_pre, f"{n}.mlp.post": m_post, f"{n}.mlp.out": m_out,
-                    f"{n}.resid_post": post})
+                    f"{n}.mlp.post": m_post, f"{n}.mlp.out": m_out, f"{n}.resid_post": post})
         x = post
     final = norm(x, "final_norm") if pre else x
-    out["final.norm"], out["logits"] = final, linear(final, "unembed", bias=False)
+    out["final.norm"], out["logits"] = final, linear(final, "unembed")
     return out
 
 
-SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS))
+KV_HEADS = (None, 1)                 # SMALL's 3 heads: a key/value head each, or one shared by all (multi-query)
+BIASES = (True, False)
+SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES))
 
 
 def switch_id(combo):
-    return "-".join(combo)
+    return "-".join(str(s) if not isinstance(s, int) or isinstance(s, bool) else f"kv{s}" for s in combo) \
+        .replace("None", "kv-all").replace("True", "bias").replace("False", "no-bias")
 
 
-@pytest.mark.parametrize("pos, norm, norm_position, activation", SWITCHES, ids=map(switch_id, SWITCHES))
-def test_every_switch_combination_matches_a_numpy_forward_pass_written_from_the_equations(
-        pos, norm, norm_position, activation):
-    # embed_scale flips with the parity of the combination, so it meets every value of every other switch
-    embed_scale = sum(kinds.index(s) for kinds, s in zip(
-        (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS), (pos, norm, norm_position, activation))) % 2 == 1
-    model = make_model(pos=pos, norm=norm, norm_position=norm_position, activation=activation,
-                       embed_scale=embed_scale)
-    tokens = random_tokens()
+def assert_matches_reference(model, tokens):
+    """Every traced value within 1e-5 of the reference's, times the value's scale (its largest entry) when that is
+    above 1: float32 keeps about 7 digits of the largest number in a sum, and without a norm a gated MLP's
+    products grow to tens."""
     trace = model.run(tokens)
     expected = reference_forward(model, tokens)
     assert set(expected) == set(model.trace_names) - {"tokens"}
     for name, value in expected.items():
-        np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5, err_msg=name)
+        scale = max(1.0, float(np.abs(value[np.isfinite(value)]).max(initial=0.0)))
+        np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("pos, norm, norm_position, activation, n_kv_heads, bias", SWITCHES,
+                         ids=map(switch_id, SWITCHES))
+def test_every_switch_combination_matches_a_numpy_forward_pass_written_from_the_equations(
+        pos, norm, norm_position, activation, n_kv_heads, bias):
+    # embed_scale flips with the parity of the combination, so it meets every value of every other switch
+    embed_scale = sum(kinds.index(s) for kinds, s in zip(
+        (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES),
+        (pos, norm, norm_position, activation, n_kv_heads, bias))) % 2 == 1
+    model = make_model(pos=pos, norm=norm, norm_position=norm_position, activation=activation,
+                       embed_scale=embed_scale, n_kv_heads=n_kv_heads, bias=bias, rope_theta=7.0)
+    assert_matches_reference(model, random_tokens())
+
+
+@pytest.mark.parametrize("n_kv_heads", [6, 3, 2, 1])
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_grouped_key_value_heads_match_the_numpy_forward_pass_for_every_group_size(pos, n_kv_heads):
+    """Six query heads sharing 6, 3, 2 or 1 key/value heads (groups of 1, 2, 3 and 6), with the Llama switches."""
+    model = make_model(d_model=24, n_heads=6, n_kv_heads=n_kv_heads, pos=pos, norm="rms", activation="swiglu",
+                       bias=False, tie_embeddings=True, rope_theta=100_000.0)
+    assert_matches_reference(model, random_tokens())
 
 
 @pytest.mark.parametrize("pos", ["sinusoidal", "learned"])
@@ -179,6 +221,53 @@ def test_the_trace_holds_every_name_with_its_documented_shape(norm_position):
     assert len(model.trace_names) == 4 + 15 * SMALL["n_layers"] + 2
     for name in model.trace_names:
         assert tuple(trace[name].shape) == documented_shape(name), name
+
+
+G = 1                                            # the Llama-like model's key/value heads (multi-query)
+LLAMA_SHAPES = {"embed.rope": (B, T, K // 2), "attn.q_unrotated": (B, H, T, K), "attn.k_unrotated": (B, G, T, K),
+                "attn.k": (B, G, T, K), "attn.v": (B, G, T, K), "mlp.gate": (B, T, F), "mlp.up": (B, T, F)}
+
+
+def test_rotary_positions_grouped_heads_and_a_gated_mlp_add_their_names_with_their_shapes():
+    model = make_model(pos="rope", n_kv_heads=G, activation="swiglu", norm="rms", bias=False)
+    trace = model.run(random_tokens())
+    assert list(trace) == model.trace_names
+    assert len(model.trace_names) == 5 + 18 * SMALL["n_layers"] + 2        # + embed.rope; + 4 - mlp.pre a block
+    assert "blocks.0.mlp.pre" not in trace                                   # a gated MLP has a gate instead
+    for name in model.trace_names:
+        short = name.split(".", 2)[2] if name.startswith("blocks.") else name
+        assert tuple(trace[name].shape) == LLAMA_SHAPES.get(short, SHAPES.get(short)), name
+    assert trace["gate", 1] is trace["blocks.1.mlp.gate"] and trace["q_unrotated", 0] is trace["blocks.0.attn.q_unrotated"]
+
+
+def test_rotary_positions_turn_each_pair_of_dimensions_and_keep_its_length():
+    model = make_model(pos="rope", rope_theta=100.0)
+    trace = model.run(random_tokens())
+    q, before = trace["blocks.1.attn.q"], trace["blocks.1.attn.q_unrotated"]
+    pair_length = lambda x: x[..., :K // 2] ** 2 + x[..., K // 2:] ** 2  # noqa: E731   pair i: dims i and i + K/2
+    torch.testing.assert_close(pair_length(q), pair_length(before))
+    torch.testing.assert_close(q[:, :, 0], before[:, :, 0], rtol=0, atol=0)    # position 0 turns by 0
+    angles = trace["embed.rope"][0]                                              # (T, K/2)
+    torch.testing.assert_close(angles[1], 100.0 ** (-torch.arange(0, K, 2) / K))  # position 1: one step of each
+    torch.testing.assert_close(angles, torch.arange(T)[:, None] * angles[1])      # grows with the position
+
+
+def test_scores_of_grouped_heads_are_each_query_head_against_its_key_value_head():
+    model = make_model(d_model=24, n_heads=6, n_kv_heads=2)
+    trace = model.run(random_tokens())
+    q, k, v = (trace[f"blocks.0.attn.{s}"] for s in "qkv")                     # k, v: (B, 2, T, K)
+    assert k.shape[1] == 2 and q.shape[1] == 6
+    for h in range(6):
+        group = h // 3                                                           # heads 0-2 read 0, heads 3-5 read 1
+        torch.testing.assert_close(trace["blocks.0.attn.scores"][:, h], q[:, h] @ k[:, group].transpose(-2, -1) / 2.0)
+        torch.testing.assert_close(trace["blocks.0.attn.z"][:, h], trace["blocks.0.attn.pattern"][:, h] @ v[:, group])
+
+
+def test_without_biases_no_linear_layer_has_one():
+    model = make_model(bias=False, activation="swiglu")
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 1 + 7 * SMALL["n_layers"] and all(m.bias is None for m in linears)
+    assert any(m.bias is not None for m in make_model().modules() if isinstance(m, torch.nn.Linear))
 
 
 def test_a_single_sequence_is_traced_as_a_batch_of_one():
@@ -244,7 +333,7 @@ def test_embedding_output_is_tokens_plus_positions(pos):
     trace = make_model(pos=pos).run(random_tokens())
     torch.testing.assert_close(trace["embed.out"], trace["embed.tok"] + trace["embed.pos"])
     assert torch.equal(trace["embed.pos"][0], trace["embed.pos"][1])  # positions do not depend on the words
-    assert (trace["embed.pos"] == 0).all() == (pos == "none")
+    assert (trace["embed.pos"] == 0).all() == (pos in ("none", "rope"))     # rotary positions add nothing
 
 
 def test_embed_scale_multiplies_token_embeddings_by_root_d():
@@ -348,11 +437,15 @@ def tensors_of(model: TransformerLM) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("edits", [None, combine(knock_out_head(0, 1), remove_positions(), skip_mlp(1),
                                                   remove_scaling(ModelConfig(**SMALL)))],
                          ids=["no-edits", "edits"])
-def test_running_leaves_nothing_on_the_modules(edits):
-    model = make_model(pos="sinusoidal")
+@pytest.mark.parametrize("switches", [dict(pos="sinusoidal"), dict(pos="rope", n_kv_heads=1, activation="swiglu")],
+                         ids=["sinusoidal", "llama-like"])
+def test_running_leaves_nothing_on_the_modules(edits, switches):
+    model = make_model(**switches)
     modules, tensors = module_snapshot(model), tensors_of(model)
     model.run(random_tokens(), edits=edits)
     model.run(random_tokens(), edits=edits, causal=False)
+    _, cache = model.read(random_tokens()[:, :4])                               # generation's pass, with its cache
+    model.read(random_tokens()[:, :2], cache)
     assert module_snapshot(model) == modules
     after = tensors_of(model)
     assert after.keys() == tensors.keys()
@@ -418,6 +511,13 @@ def test_heads_must_divide_the_width():
     ("norm_eps", 0.0, "norm_eps must be a small positive number"),
     ("norm_eps", "1e-5", "norm_eps must be a small positive number"),
     ("vocab_size", 51_201, "vocab_size must be between 1 and 51200"),
+    ("n_layers", 33, "n_layers must be between 1 and 32"),
+    ("n_kv_heads", 3, "n_kv_heads must be a whole number that divides n_heads 2"),
+    ("n_kv_heads", 0, "n_kv_heads must be a whole number that divides n_heads"),
+    ("n_kv_heads", 1.0, "n_kv_heads must be a whole number"),
+    ("rope_theta", 1.0, "rope_theta must be a number above 1"),
+    ("rope_theta", True, "rope_theta must be a number above 1"),
+    ("bias", "no", "bias must be true or false"),
 ])
 def test_a_bad_config_value_is_refused_by_name(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -460,11 +560,19 @@ def test_an_edit_that_returns_the_wrong_shape_is_refused(edit, got):
         make_model().run([1, 2, 3], edits={"blocks.0.attn.out": edit})
 
 
-def test_a_config_from_before_the_gpt2_fields_takes_their_defaults():
+def test_a_config_from_before_the_gpt2_and_llama_fields_takes_their_defaults():
     old = ModelConfig().to_dict()
-    del old["tie_embeddings"], old["norm_eps"]                   # as model/checkpoints/*.json were written
+    for name in ("tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias"):
+        del old[name]                                            # as model/checkpoints/*.json were written
     cfg = ModelConfig.from_dict(old)
     assert cfg.tie_embeddings is False and cfg.norm_eps == 1e-5
+    assert cfg.n_kv_heads is None and cfg.kv_heads == cfg.n_heads and cfg.bias is True and cfg.rope_theta == 10_000
+
+
+def test_rotary_positions_need_an_even_number_of_dimensions_per_head():
+    with pytest.raises(ValueError, match="rotary positions turn pairs of dimensions.*= 3"):
+        ModelConfig(d_model=9, n_heads=3, pos="rope")
+    assert ModelConfig(d_model=9, n_heads=3, pos="learned").d_head == 3
 
 
 def test_gpt2_small_fits_the_limits():

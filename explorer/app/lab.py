@@ -92,14 +92,15 @@ def setup_from_widgets() -> LabSetup:
     """The setup the knobs say. A training setting without a knob (SGD's momentum, the seed) is the chosen
     preset's, so a preset read back from the knobs is that preset, whatever it sets."""
     state = st.session_state
-    model = {key: state[f"lab_{key}"] for key in MODEL_KEYS}
+    preset = PRESETS.get(state.get("lab_preset"), PRESETS[next(iter(PRESETS))])[1]
+    model = {**{key: value for key, value in preset.model.items() if key not in MODEL_KEYS},   # no knob: the preset's
+             **{key: state[f"lab_{key}"] for key in MODEL_KEYS}}
     train = {key: state[f"lab_{key}"] for key in TRAIN_KEYS}
     for key in ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "batch_size", "warmup", "steps"):
         if key in model:
             model[key] = int(model[key])
         if key in train:
             train[key] = int(train[key])
-    preset = PRESETS.get(state.get("lab_preset"), PRESETS[next(iter(PRESETS))])[1]
     return LabSetup(task=state["lab_task"], tokenizer=state["lab_tokenizer"], probe=state.get("lab_probe", ""),
                     model=model, train=replace(preset.train, **train))
 

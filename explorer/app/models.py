@@ -1,9 +1,10 @@
-"""The models a visitor can pick: the bundled tiny ones, GPT-2 small (downloaded once), and the session's own.
+"""The models a visitor can pick: the bundled tiny ones, GPT-2 small and SmolLM2-135M (each downloaded once), and
+the session's own.
 
 Each is loaded once per server and shared read-only by every visitor (`st.cache_resource`), except the
 session's own models (trained in the lab or uploaded), which live in `st.session_state["trained_models"]`.
-GPT-2 is only loaded when someone picks it, so the app starts as fast as before, and only one large model is
-in memory at a time.
+A pretrained model is only loaded when someone picks it, so the app starts as fast as before, and only one large
+model is in memory at a time.
 """
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from model.seq2seq import EncoderDecoder
 
 from explorer.app.memory import give_back_freed
 
-PRETRAINED = {"gpt2": hub.GPT2}          # picker name -> what to download
+PRETRAINED = {"gpt2": hub.GPT2, "smollm2": hub.SMOLLM2}          # picker name -> what to download
 CACHE_DIR: str | Path | None = None      # the Hugging Face cache (None: its standard place; tests set their own)
 UNAVAILABLE = "_pretrained_unavailable"  # session key: {name: why it could not be had}
 
@@ -26,7 +27,8 @@ def bundled_model(name: str) -> Bundle:
     return load_bundled(name)
 
 
-@st.cache_resource(max_entries=1, show_spinner="Loading GPT-2 small into memory (once per server, a few seconds) ...")
+@st.cache_resource(max_entries=1, show_spinner="Loading the pretrained model into memory (once per server, a few "
+                                                 "seconds) ...")
 def pretrained_model(name: str, directory: str) -> Bundle:
     """A pretrained model from its downloaded files; one at a time (max_entries=1) bounds the server's memory."""
     from model.pretrained import load_pretrained           # only when someone picks one
@@ -43,7 +45,9 @@ def model_names() -> list[str]:
 def label(name: str) -> str:
     """What the picker shows for model `name`."""
     if name in PRETRAINED:
-        return f"{PRETRAINED[name].label} (124M)"
+        spec = PRETRAINED[name]
+        size = f"{spec.parameters / 1e6:.0f}M"
+        return spec.label if size in spec.label else f"{spec.label} ({size})"
     if name in BUNDLED_SEQ2SEQ:
         return f"{name} (encoder-decoder)"
     return name
@@ -61,7 +65,8 @@ def ensure_files(name: str) -> str | None:
     if hub.cached(spec, CACHE_DIR) is not None:
         return None
     slot = st.sidebar.empty()        # the download's box goes when it fails: the sidebar's warning says why
-    with slot.status(f"Downloading {spec.label} once for this server (about 550 MB) ...", expanded=True) as box:
+    with slot.status(f"Downloading {spec.label} once for this server (about {spec.download_mb} MB) ...",
+                     expanded=True) as box:
         bar = st.progress(0.0, text="Asking the Hugging Face hub ...")
         try:
             hub.fetch(spec, CACHE_DIR, progress=lambda done, total, file: bar.progress(

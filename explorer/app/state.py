@@ -167,7 +167,9 @@ def current_view() -> View:
                                f"{label(st.session_state['model'])} instead. {st.session_state[UNAVAILABLE][wanted]}")
         name = st.selectbox("Model", names, key="model", format_func=label,
                             help="tinytales learned simple English stories; roses learned one short poem. "
-                                 f"GPT-2 small is the real thing: {hub.GPT2.about}.")
+                                 f"GPT-2 small is the real thing: {hub.GPT2.about}. {hub.SMOLLM2.label} is "
+                                 f"today's design (rotary positions, grouped-query attention, SwiGLU): "
+                                 f"{hub.SMOLLM2.about}.")
         for why in st.session_state.get(UNAVAILABLE, {}).values():
             st.warning(why, icon=":material/cloud_off:")
         text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,

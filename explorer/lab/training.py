@@ -101,6 +101,11 @@ PRESETS = {
                      LabSetup(task="reverse", model={**MEDIUM, "pos": "none"}, train=MEDIUM_TRAIN)),
     "post-norm": ("The 2017 paper's post-norm: the same walkthrough model with the norm after each sum.",
                   LabSetup(model={**WALKTHROUGH.model, "norm_position": "post"})),
+    "today's LLM": ("Today's recipe (Llama, SmolLM2) on the walkthrough's poem: rotary positions, RMSNorm, a gated "
+                    "MLP (SwiGLU), 4 query heads sharing 2 key/value heads, no biases. Compare its curve with the "
+                    "walkthrough's and the post-norm run's.",
+                    LabSetup(model={**WALKTHROUGH.model, "n_heads": 4, "n_kv_heads": 2, "pos": "rope",
+                                    "norm": "rms", "activation": "swiglu", "bias": False})),
     "diverging": ("Too high a learning rate: watch training blow up (SGD at learning rate 1.0, no warmup, "
                   "no gradient clipping).",
                   LabSetup(train=replace(WALKTHROUGH.train, optimizer="sgd", lr=1.0, warmup=0, grad_clip=0.0))),
@@ -138,6 +143,14 @@ def check_setup(setup: LabSetup) -> list[str]:
     if setup.model["d_model"] % setup.model["n_heads"]:
         problems.append(f"d_model {setup.model['d_model']} is not divisible by n_heads {setup.model['n_heads']}: "
                         "each head must get the same number of dimensions.")
+    kv = setup.model.get("n_kv_heads")
+    if kv is not None and setup.model["n_heads"] % kv:
+        problems.append(f"n_heads {setup.model['n_heads']} is not a multiple of the preset's {kv} key/value heads: "
+                        "each key/value head must serve the same number of query heads.")
+    elif setup.model["pos"] == "rope" and not setup.model["d_model"] % setup.model["n_heads"] \
+            and (setup.model["d_model"] // setup.model["n_heads"]) % 2:
+        problems.append("Rotary positions turn pairs of dimensions: each head needs an even number of dimensions "
+                        f"(d_model {setup.model['d_model']} / n_heads {setup.model['n_heads']} is odd).")
     return problems
 
 

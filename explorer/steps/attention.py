@@ -80,15 +80,36 @@ def whatif_text(experiment: Experiment, K: int) -> str:
     return WHATIF_TEXT[experiment.kind].format(K=K, sqrtK=math.sqrt(K))
 
 
+def kv_head(trace: Trace, layer: int, head: int) -> int:
+    """The key/value head query head `head` reads: head // (H / G) (itself when every head has its own)."""
+    H, G = trace[f"blocks.{layer}.attn.q"].shape[1], trace[f"blocks.{layer}.attn.k"].shape[1]
+    return head // (H // G)
+
+
+def sharing_text(H: int, G: int) -> str:
+    """Which query heads share a key/value head (grouped-query attention), in words; "" when none share."""
+    if G == H:
+        return ""
+    per = H // G
+    groups = "; ".join(f"heads {', '.join(str(h) for h in range(g * per, (g + 1) * per))} read key/value head {g}"
+                       for g in range(G))
+    kind = "multi-query attention: one key/value head for all" if G == 1 else "grouped-query attention"
+    return (f"This model's {H} query heads share {G} key/value head{'s' if G > 1 else ''} ({kind}): {groups}. "
+            f"Each query head still asks its own questions (its own queries), but the heads of a group compare them "
+            f"with the same keys and read the same values, so the model keeps {G} sets of keys and values per layer "
+            f"instead of {H}.")
+
+
 def head_values(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
     """Q, K, V (T x K each) and the four steps (T x T each) for one head, as NumPy arrays."""
     name = f"blocks.{layer}.attn"
     q = trace[f"{name}.q"][0, head].double().numpy()                  # (T, K)
-    k = trace[f"{name}.k"][0, head].double().numpy()                  # (T, K)
+    group = kv_head(trace, layer, head)                                # the key/value head this query head reads
+    k = trace[f"{name}.k"][0, group].double().numpy()                 # (T, K)
     scores = trace[f"{name}.scores"][0, head].double().numpy()        # (T, T), already / sqrt(K)
     T, K = q.shape
     future = np.triu(np.ones((T, T), dtype=bool), 1)
-    return {"q": q, "k": k, "v": trace[f"{name}.v"][0, head].double().numpy(),
+    return {"q": q, "k": k, "v": trace[f"{name}.v"][0, group].double().numpy(),
             "raw": scores * math.sqrt(K), "scaled": scores,
             "masked": np.where(future, np.nan, scores), "pattern": trace[f"{name}.pattern"][0, head].double().numpy(),
             "future": future}

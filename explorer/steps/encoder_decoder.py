@@ -267,7 +267,8 @@ def math_lines(v: View, trace: Trace, layer: int, head: int, row: int, col: int,
     """One cross-attention weight worked out: the target's query, the source's key, scale, softmax."""
     n = f"decoder.blocks.{layer}.cross_attn"
     q = trace[f"{n}.q"][0, head, row].double()                                                 # (K,)
-    k = trace[f"{n}.k"][0, head].double()                                                      # (S, K)
+    group = head // (trace[f"{n}.q"].shape[1] // trace[f"{n}.k"].shape[1])                     # its key/value head
+    k = trace[f"{n}.k"][0, group].double()                                                     # (S, K)
     K = q.shape[0]
     products = q * k[col]
     dot = float(products.sum())

@@ -53,7 +53,10 @@ def intro(cfg) -> str:
     """TEXT with this model's widths: how many times wider the hidden layer is than the stream."""
     ratio = cfg.d_ff / cfg.d_model
     times = {2: "twice", 4: "four times"}.get(ratio, f"{ratio:g} times")
-    return TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}", times=times)
+    text = TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}", times=times)
+    if cfg.activation == "swiglu":
+        text += "\n" + SWIGLU_TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}")
+    return text
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
 SECTIONS = BY_SLUG["feedforward"].labels           # the tabs, named in explorer/registry.py
@@ -62,7 +65,16 @@ HEATMAP_TEXT = {
     "relu": "ReLU never goes below 0, so every cell is 0 (dark) or positive: a neuron is either off or on.",
     "gelu": ("GELU can be slightly negative (never below about −0.17), so the faint blue cells are neurons gently "
              "pushed below zero; red cells are neurons that fire."),
+    "swiglu": ("SwiGLU multiplies SiLU of the gate by the up projection, which can have either sign: red cells are "
+               "neurons pushed up, blue cells neurons pushed down; near 0 the gate holds the neuron shut."),
 }
+
+SWIGLU_TEXT = """\
+This model's feed-forward network is **gated** (SwiGLU, as in Llama and SmolLM2). Its expand move uses two
+matrices instead of one: **W_gate** and **W_up** each turn the token's {D} numbers into {F} (trace names mlp.gate
+and mlp.up). Each neuron's value is then SiLU(gate) × up (mlp.post): SiLU(x) = x / (1 + e^(−x)) is near 0 for a
+negative gate, so the gate decides how much of the up projection passes. W_out contracts the result back to {D}.
+"""
 
 
 def _block(layer: int) -> str:
@@ -70,12 +82,17 @@ def _block(layer: int) -> str:
 
 
 def activation_name(view: View) -> str:
-    return "ReLU" if view.bundle.model.cfg.activation == "relu" else "GELU"
+    return {"relu": "ReLU", "swiglu": "SwiGLU"}.get(view.bundle.model.cfg.activation, "GELU")
+
+
+def pre_name(cfg) -> str:
+    """The trace name (within the MLP) of the values the activation bends: the gate of a gated MLP, else pre."""
+    return "gate" if cfg.activation == "swiglu" else "pre"
 
 
 def heatmap_text(activation: str) -> str:
     """How to read the activations heatmap for this activation ("gelu_tanh" reads like "gelu")."""
-    return HEATMAP_TEXT["relu" if activation == "relu" else "gelu"]
+    return HEATMAP_TEXT[activation if activation in ("relu", "swiglu") else "gelu"]
 
 
 def gelu(x: float, kind: str) -> float:
@@ -101,8 +118,11 @@ def stages(view: View, layer: int) -> list[Stage]:
     """The four values of one feed-forward pass with their real shapes (read from the trace)."""
     trace, n = view.trace, _block(layer)
     act = activation_name(view)
-    what = {"in": "input", "pre": f"before {act}", "post": f"after {act}", "out": "output"}
-    return [Stage(f"mlp.{k}", *trace[f"{n}.{k}"].shape[1:], what[k]) for k in ("in", "pre", "post", "out")]
+    what = {"in": "input", "pre": f"before {act}", "gate": "gate", "up": "up", "post": f"after {act}",
+            "out": "output"}
+    names = (("in", "gate", "up", "post", "out") if view.bundle.model.cfg.activation == "swiglu"
+             else ("in", "pre", "post", "out"))
+    return [Stage(f"mlp.{k}", *trace[f"{n}.{k}"].shape[1:], what[k]) for k in names]
 
 
 def shapes_figure(view: View, layer: int) -> go.Figure:
@@ -111,8 +131,10 @@ def shapes_figure(view: View, layer: int) -> go.Figure:
     cfg = view.bundle.model.cfg
     parts = stages(view, layer)
     widest = max(s.cols for s in parts)
-    arrows = [f"W_in<br>{cfg.d_model} → {cfg.d_ff:,}", activation_name(view),
-              f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"]
+    arrows = ([f"W_in<br>{cfg.d_model} → {cfg.d_ff:,}", activation_name(view), f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"]
+              if cfg.activation != "swiglu" else
+              [f"W_gate<br>{cfg.d_model} → {cfg.d_ff:,}", f"W_up (of the input)<br>{cfg.d_model} → {cfg.d_ff:,}",
+               "SiLU(gate)<br>× up", f"W_out<br>{cfg.d_ff:,} → {cfg.d_model}"])
     colour = {s.name: "#4477AA" if s.cols == cfg.d_model else "#EE6677" for s in parts}
     if view.phone:
         fig = _shapes_upright(view, parts, widest, arrows, colour)
@@ -329,6 +351,11 @@ def zeroed(view: View, layer: int) -> Zeroed:
     if view.bundle.model.cfg.activation == "relu":
         post = view.trace[f"{n}.post"][0]
         return Zeroed(int((post == 0).sum()), post.numel(), "exactly 0 after ReLU")
+    if view.bundle.model.cfg.activation == "swiglu":
+        gate = view.trace[f"{n}.gate"][0]
+        return Zeroed(int((gate < 0).sum()), gate.numel(),
+                      "gated by a negative gate, whose SiLU lies between −0.28 and 0, so little of the up projection "
+                      "passes")
     pre = view.trace[f"{n}.pre"][0]
     return Zeroed(int((pre < 0).sum()), pre.numel(), "negative before GELU, so squashed to between −0.17 and 0")
 
@@ -336,7 +363,7 @@ def zeroed(view: View, layer: int) -> Zeroed:
 def histogram_bins(view: View, layer: int, bins: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(edges, counts of mlp.pre, counts of mlp.post) over the same bins."""
     n = _block(layer)
-    pre = as_numpy(view.trace[f"{n}.pre"][0]).ravel().astype(float)
+    pre = as_numpy(view.trace[f"{n}.{pre_name(view.bundle.model.cfg)}"][0]).ravel().astype(float)
     post = as_numpy(view.trace[f"{n}.post"][0]).ravel().astype(float)
     low, high = min(pre.min(), post.min()), max(pre.max(), post.max())
     if high <= low:
@@ -346,15 +373,16 @@ def histogram_bins(view: View, layer: int, bins: int = 60) -> tuple[np.ndarray, 
 
 
 def histogram_figure(view: View, layer: int) -> go.Figure:
-    """Overlaid histograms of every value before (mlp.pre) and after (mlp.post) the activation."""
+    """Overlaid histograms of every value before (mlp.pre, or a gated MLP's mlp.gate) and after (mlp.post)."""
     edges, pre, post = histogram_bins(view, layer)
+    before = f"mlp.{pre_name(view.bundle.model.cfg)}"
     centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
     act = activation_name(view)
     ranges = [[float(a), float(b)] for a, b in zip(edges[:-1], edges[1:])]
     fig = go.Figure([
         go.Bar(x=centres, y=pre, width=width, name=f"before {act}", marker_color="#4477AA",
                opacity=0.6, customdata=ranges,
-               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>trace name: mlp.pre</extra>"),
+               hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>trace name: " + before + "</extra>"),
         go.Bar(x=centres, y=post, width=width, name=f"after {act}", marker_color="#EE6677",
                opacity=0.6, customdata=ranges,
                hovertemplate="%{customdata[0]:.3f} to %{customdata[1]:.3f}: %{y} values<extra>trace name: mlp.post</extra>"),
@@ -443,22 +471,26 @@ class NeuronMath:
     traced_pre: float          # the trace's mlp.pre value
     post: float                # activation(pre), computed here
     traced_post: float
-    activation: str            # "relu", "gelu" or "gelu_tanh"
+    activation: str            # "relu", "gelu", "gelu_tanh" or "swiglu" (then pre is the gate)
+    up: float = 0.0            # a gated MLP's up projection of the token for this neuron (its trace value)
 
 
 def neuron_math(view: View, layer: int, token: int, neuron: int) -> NeuronMath:
     """pre_j = sum_d in_d * W_in[j, d] + b_j and its activation, from the real weights and trace."""
     mlp = view.bundle.model.blocks[layer].mlp
+    kind = view.bundle.model.cfg.activation
+    W = mlp.W_gate if kind == "swiglu" else mlp.W_in                      # a gated MLP: the gate's row
     x = view.trace[f"{_block(layer)}.in"][0, token].double()             # (D,)
-    w = mlp.W_in.weight[neuron].detach().double()                          # (D,)
-    bias = float(mlp.W_in.bias[neuron].detach()) if mlp.W_in.bias is not None else 0.0
+    w = W.weight[neuron].detach().double()                                 # (D,)
+    bias = float(W.bias[neuron].detach()) if W.bias is not None else 0.0
     total = float((x * w).sum())
     pre = total + bias
-    kind = view.bundle.model.cfg.activation
-    post = max(pre, 0.0) if kind == "relu" else gelu(pre, kind)
-    return NeuronMath(token, neuron, x.tolist(), w.tolist(), bias, total, pre,
-                      float(view.trace[f"{_block(layer)}.pre"][0, token, neuron]), post,
-                      float(view.trace[f"{_block(layer)}.post"][0, token, neuron]), kind)
+    up = float(view.trace[f"{_block(layer)}.up"][0, token, neuron]) if kind == "swiglu" else 0.0
+    post = (max(pre, 0.0) if kind == "relu" else pre / (1 + math.exp(-pre)) * up if kind == "swiglu"
+            else gelu(pre, kind))
+    traced = view.trace[f"{_block(layer)}.{'gate' if kind == 'swiglu' else 'pre'}"]
+    return NeuronMath(token, neuron, x.tolist(), w.tolist(), bias, total, pre, float(traced[0, token, neuron]), post,
+                      float(view.trace[f"{_block(layer)}.post"][0, token, neuron]), kind, up)
 
 
 def _num(x: float) -> str:
@@ -475,7 +507,11 @@ def neuron_math_latex(m: NeuronMath, shown: int = 3) -> list[str]:
         f"= {terms}{more} + b_{{{j}}}",
         f"= {m.total:.4f} + {_num(m.bias)} = {m.pre:.4f}",
     ]
-    if m.activation == "relu":
+    if m.activation == "swiglu":
+        lines[0] = lines[0].replace("\\text{pre}", "\\text{gate}").replace("W_{\\text{in}}", "W_{\\text{gate}}")
+        lines.append(f"\\text{{post}}_{{{j}}} = \\text{{SiLU}}(\\text{{gate}}_{{{j}}}) \\cdot \\text{{up}}_{{{j}}} = "
+                     f"\\frac{{{m.pre:.4f}}}{{1 + e^{{-{_num(m.pre)}}}}} \\cdot {_num(m.up)} = {m.post:.4f}")
+    elif m.activation == "relu":
         lines.append(f"\\text{{post}}_{{{j}}} = \\max(0, {m.pre:.4f}) = {m.post:.4f}")
     elif m.activation == "gelu_tanh":                     # GPT-2's approximation of GELU
         inner = f"\\sqrt{{2/\\pi}}\\,({m.pre:.4f} + 0.044715 \\cdot {_num(m.pre)}^3)"

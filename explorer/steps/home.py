@@ -54,10 +54,13 @@ def pipeline(view: View) -> list[Stage]:
         Stage("embedding", "Embeddings", f"{T} x {D}",
               f"Each token id picks a row of {D} learned numbers."),
         Stage("positions", "+ positions", f"{T} x {D}",
-              f"A {cfg.pos} position signal is added to each row." if cfg.pos != "none"
+              f"A {cfg.pos} position signal is added to each row." if cfg.pos not in ("none", "rope")
+              else "Nothing is added: attention turns each query and key by an angle that grows with its "
+                   "position (rotary positions)." if cfg.pos == "rope"
               else "This model adds no position signal."),
         Stage("attention", f"Attention ({L} layers x {H} heads)", f"{H} x {T} x {T} per layer",
-              f"Each head weighs the {T} tokens; each token looks only at itself and earlier tokens."),
+              f"Each head weighs the {T} tokens; each token looks only at itself and earlier tokens."
+              + (f" Its {H} query heads share {cfg.kv_heads} key/value heads." if cfg.kv_heads < H else "")),
         Stage("feedforward", "Feed-forward", f"{T} x {D} → {T} x {F:,} → {T} x {D}",
               f"Each token is expanded to {F:,} neurons, activated ({ACTIVATION_NAMES[cfg.activation]}) and "
               "contracted back."),

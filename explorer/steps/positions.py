@@ -16,6 +16,7 @@ import torch
 
 from model.config import ModelConfig
 from model.inputs import Prepared, prepare_text
+from model.layers import rope_frequencies
 from model.transformer import Trace, TransformerLM, sinusoidal_table
 
 from explorer import memo
@@ -61,16 +62,32 @@ experiment in the last tab, "What if?", measures how much that hint is worth.
 """
 
 
+_ROPE = """\
+This model uses **rotary positions** (RoPE), as Llama, Mistral, Qwen and SmolLM2 do. Nothing is added to the
+token's vector: its position vector is all zeros. Instead, inside every attention head, each query and each key
+is **turned**. A head's {K} dimensions form {pairs} pairs, and each pair is turned like a clock hand by an angle
+that grows with the position: position x frequency, one frequency per pair, from 1 radian per position (the
+fastest pair) down to {slowest:.6f} (the slowest, base θ = {theta:,.0f}). A query and a key turned this way
+have a dot product that depends only on how far apart they stand, not on where: the "What if?" tab shifts every
+position and shows the scores unchanged.
+"""
+
+
 def intro(cfg: ModelConfig) -> str:
     """The page's explanation, for the kind of position signal this model uses."""
-    body = {"sinusoidal": _SINUSOIDAL, "learned": _LEARNED, "none": _NONE}[cfg.pos]
-    return _WHY + "\n" + body.format(D=cfg.d_model, L=cfg.max_len, last=cfg.max_len - 1)
+    body = {"sinusoidal": _SINUSOIDAL, "learned": _LEARNED, "none": _NONE, "rope": _ROPE}[cfg.pos]
+    K = cfg.d_head
+    slowest = float(rope_frequencies(K, cfg.rope_theta)[-1]) if cfg.pos == "rope" else 0.0
+    return _WHY + "\n" + body.format(D=cfg.d_model, L=cfg.max_len, last=cfg.max_len - 1, K=K, pairs=K // 2,
+                                      slowest=slowest, theta=cfg.rope_theta)
 
 
 def kind_caption(cfg: ModelConfig) -> str:
     return {"sinusoidal": f"Position signal: sinusoidal (fixed waves, {cfg.d_model} per position).",
             "learned": f"Position signal: learned (a trained table of {cfg.max_len:,} rows of {cfg.d_model} numbers).",
-            "none": "Position signal: none. This model has no position signal."}[cfg.pos]
+            "none": "Position signal: none. This model has no position signal.",
+            "rope": f"Position signal: rotary (queries and keys turned in {cfg.d_head // 2} pairs per head, "
+                    f"base {cfg.rope_theta:,.0f}; nothing added to the stream)."}[cfg.pos]
 
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
@@ -308,7 +325,7 @@ def quote_plain(token: str) -> str:
 
 def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Figure | None:
     """Cosine similarity between position vectors: the sentence's T positions, or the whole table."""
-    if v.bundle.model.cfg.pos == "none":
+    if v.bundle.model.cfg.pos in ("none", "rope"):
         return None
     if whole_table:
         table = position_table(v.bundle.model)[:MAX_TABLE_ROWS]
@@ -330,6 +347,67 @@ def similarity_figure(v: View, trace: Trace, whole_table: bool = False) -> go.Fi
     return fig
 
 
+# --- rotary positions: each pair of a head's dimensions turned by position x frequency -----------------
+
+def rope_figure(v: View, trace: Trace) -> go.Figure | None:
+    """The angle (radians) each pair of query and key dimensions turns by at each position of the sentence."""
+    if "embed.rope" not in trace:
+        return None
+    angles = trace["embed.rope"][0].numpy()                                            # (T, K/2)
+    pairs = [f"pair {i}" for i in range(angles.shape[1])]
+    return heatmap(angles, labels(v.tokens), pairs, title="Rotary positions: the angle each pair turns by",
+                   row_title="position", col_title="pair of dimensions (i and i + K/2)", value_name="angle (radians)",
+                   text=angles.size <= 64, presenter=v.presenter, height=min(760, max(320, 26 * len(v.tokens) + 140)))
+
+
+def rope_text(v: View, trace: Trace) -> str:
+    """The angles of the figure said in numbers, read from the trace (markdown)."""
+    cfg = v.bundle.model.cfg
+    angles = trace["embed.rope"][0]                                                    # (T, K/2)
+    freqs = rope_frequencies(cfg.d_head, cfg.rope_theta)
+    last = angles.shape[0] - 1
+    return (f"Each head's {cfg.d_head} dimensions form {cfg.d_head // 2} pairs. Pair 0 turns by "
+            f"{float(freqs[0]):.4f} radian per position, pair {len(freqs) - 1} by {float(freqs[-1]):.6f}. At position "
+            f"{last} ({quote(v.tokens[last])}) pair 0 has turned **{float(angles[last, 0]):.4f}** radians and pair "
+            f"{len(freqs) - 1} **{float(angles[last, -1]):.6f}**: the angle is position x frequency. The queries and "
+            "keys are turned by these angles inside every attention layer; nothing is added to the token's vector.")
+
+
+SHIFT = 5          # the what-if's shift: every position moved on by this many seats
+
+
+def shift_edits(cfg: ModelConfig, k: int) -> dict:
+    """Every rotary angle as if each token stood k seats further on."""
+    step = rope_frequencies(cfg.d_head, cfg.rope_theta)
+    return {"embed.rope": lambda angles: angles + k * step}
+
+
+@dataclass(frozen=True)
+class Shift:
+    k: int
+    score_change: float        # the largest change of any attention score, any layer and head
+    angle_change: float        # the largest change of any rotary angle (radians)
+    query_change: float        # the largest change of any turned query (they do move)
+
+
+def shift_positions(v: View, trace: Trace, k: int = SHIFT) -> Shift:
+    """Shift every position by k: the queries and keys turn further, their scores stay (they depend on distance)."""
+    cfg = v.bundle.model.cfg
+    shifted = v.bundle.model.run(list(v.prepared.ids), edits=shift_edits(cfg, k))
+    biggest = lambda name: max(float((shifted[name, i] - trace[name, i]).abs().max())   # noqa: E731
+                               for i in range(cfg.n_layers))
+    return Shift(k, biggest("scores"), float((shifted["embed.rope"] - trace["embed.rope"]).abs().max()),
+                 biggest("q"))
+
+
+def shift_text(s: Shift) -> str:
+    """What the shift did, in numbers (markdown)."""
+    return (f"Every token moved on by **{s.k}** seats: each rotary angle grew by up to {s.angle_change:.4f} radians "
+            f"and the turned queries changed by up to {s.query_change:.4f}, yet no attention score changed by more "
+            f"than **{s.score_change:.1e}** (float rounding). A turned query and key meet at an angle that depends "
+            "only on how far apart they stand, so moving the whole sentence changes nothing attention sees.")
+
+
 # --- cached figures: they depend only on the model, the sentence and presenter mode ---------------
 
 
@@ -339,7 +417,7 @@ def figure(kind: str, v: View, *args) -> go.Figure | None:
 
 
 _BUILDERS = {"added": added_figure, "table": table_figure, "curves": curves_figure, "sum": sum_figure,
-             "similarity": similarity_figure}
+             "similarity": similarity_figure, "rope": rope_figure}
 
 
 # --- show the math ------------------------------------------------------------------------------
@@ -553,7 +631,7 @@ def _num(x: float) -> str:
     return "0.0000" if x < SAME else f"{x:.4f}"
 
 
-def order_verdict(comparison: OrderComparison, has_positions: bool, a: str, b: str) -> str:
+def order_verdict(comparison: OrderComparison, has_positions: bool, a: str, b: str, rotary: bool = False) -> str:
     """What the numbers show, in words (markdown; the sentences go through quote)."""
     c = comparison
     n = len(c.words)
@@ -566,7 +644,12 @@ def order_verdict(comparison: OrderComparison, has_positions: bool, a: str, b: s
     if n == 0:
         return " ".join(parts + ["They have no word in common, so there is nothing to compare."])
     (as_is, no_pos, bag) = c.pred_diff
-    if has_positions:
+    if rotary:
+        parts.append(f"**As trained**, the same word enters the model with the same vector in both sentences "
+                     f"(largest difference {_num(c.input_diff[0])}): rotary positions add nothing. Its queries and "
+                     f"keys are turned by its seat inside attention, and its prediction differs by up to "
+                     f"**{_num(as_is)}**.")
+    elif has_positions:
         parts.append(f"**As trained**, the same word enters the model with a different vector in each sentence "
                      f"(largest difference {_num(c.input_diff[0])}), because its seat number differs, and its "
                      f"prediction differs by up to **{_num(as_is)}**.")

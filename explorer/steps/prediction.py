@@ -4,14 +4,16 @@ Everything here is a plain function of logits, a vocabulary or a model (no Strea
 tested without a browser. Probabilities always come from `model.generate.next_token_probs`, the same
 function sampling draws from: the bars a student sees are exactly what the dice are rolled on.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from model.generate import generate, next_token_probs
+from model.config import ModelConfig
+from model.generate import TokenTimes, generate, next_token_probs
+from model.layers import cache_bytes_per_token
 from model.tokenizers import Tokenizer
 from model.transformer import TransformerLM
 
@@ -343,3 +345,63 @@ def window_story(cont: Continuation, prompt_len: int, max_len: int) -> str:
     return (f"The text is now {total:,} tokens long, more than the model's context of {max_len:,}: for each new "
             f"token the model reads only the last {max_len:,} tokens. The window slides along the text, and "
             f"what falls out of it is forgotten.")
+
+
+# --- the KV cache: what writing one more token keeps from the tokens before it ----------------------------
+
+def cache_table(cfg: ModelConfig) -> pd.DataFrame:
+    """Per layer, what the KV cache keeps for each token read: keys and values of each key/value head."""
+    G, K = cfg.kv_heads, cfg.d_head
+    return pd.DataFrame({"layer": range(cfg.n_layers),
+                         "keys kept per token": [f"{G} x {K}"] * cfg.n_layers,
+                         "values kept per token": [f"{G} x {K}"] * cfg.n_layers,
+                         "numbers per token": [2 * G * K] * cfg.n_layers,
+                         "trace names": [f"blocks.{i}.attn.k, blocks.{i}.attn.v" for i in range(cfg.n_layers)]})
+
+
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / 2**20:,.1f} MB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:,.1f} KB"
+
+
+def cache_story(cfg: ModelConfig, n_tokens: int) -> str:
+    """What the cache keeps and how big it is, from the model's shape (markdown)."""
+    L, H, G, K = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head
+    per_token = cache_bytes_per_token(cfg)
+    text = (f"To write the next token the model needs every earlier token's keys and values in every layer. The "
+            f"**KV cache** keeps them instead of computing them again: for each token read, each of the {L} "
+            f"layer{'s' if L > 1 else ''} keeps a key and a value of {K} numbers for each of its {G} key/value "
+            f"head{'s' if G > 1 else ''}: 2 x {L} x {G} x {K} x 4 bytes = **{per_token:,} bytes "
+            f"({_size(per_token)}) per token**, so {_size(per_token * n_tokens)} for the {n_tokens} tokens so far.")
+    if G < H:
+        full = cache_bytes_per_token(replace(cfg, n_kv_heads=None))
+        text += (f" Grouped-query attention makes it smaller: its {H} query heads share {G} key/value heads, so "
+                 f"it keeps {G} heads' keys and values, not {H}. With one key/value head per query head it would "
+                 f"keep {full:,} bytes per token, {H // G} times as much.")
+    else:
+        text += (f" Every one of its {H} heads has its own keys and values. Grouped-query attention (today's models, "
+                 "such as SmolLM2: 9 query heads sharing 3 key/value heads) lets several query heads share them, "
+                 "and the cache shrinks by as much.")
+    return text
+
+
+def times_story(t: TokenTimes) -> str:
+    """One new token's measured time with and without the cache (markdown)."""
+    ratio = t.uncached / t.cached if t.cached > 0 else float("inf")
+    return (f"Measured just now for token {t.position} (after {t.position} tokens): with the cache "
+            f"**{t.cached * 1000:.2f} ms** (only the new token's query, key and value are computed; the earlier "
+            f"keys and values are read from the cache), without it **{t.uncached * 1000:.2f} ms** (all "
+            f"{t.position + 1} tokens read again): {ratio:.1f} times as long. Without the cache the work per new "
+            "token grows with the text; with it, only the attention over the kept keys grows.")
+
+
+def times_figure(times: list[TokenTimes], presenter: bool = False) -> go.Figure:
+    """Milliseconds per new token against the position it is written at, with and without the cache."""
+    times = sorted(times, key=lambda t: t.position)
+    x = [t.position for t in times]
+    fig = go.Figure([go.Scatter(x=x, y=[t.cached * 1000 for t in times], name="with the KV cache",
+                                mode="lines+markers", marker_color="#228833"),
+                     go.Scatter(x=x, y=[t.uncached * 1000 for t in times], name="without (every token read again)",
+                                mode="lines+markers", marker_color="#EE6677")])
+    fig.update_layout(title="Time per new token as the text grows", xaxis_title="tokens before the new one",
+                      yaxis_title="milliseconds", yaxis_rangemode="tozero", legend=dict(orientation="h", y=-0.3))
+    return style(fig, presenter, 340)

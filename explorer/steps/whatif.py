@@ -55,13 +55,13 @@ def skip_mlp(layer: int) -> Experiment:
 
 
 REMOVE_POSITIONS = Experiment("remove_positions", "Remove the positional encoding", "positional encoding removed",
-                              "With the positional encoding removed", lambda cfg: model_edits.remove_positions())
+                              "With the positional encoding removed", model_edits.remove_positions)
 REMOVE_SCALING = Experiment("remove_scaling", "Remove the √K scaling", "without the 1/√K scaling",
                             "Without the division by √K", model_edits.remove_scaling)
 LIFT_MASK = Experiment("lift_mask", "Lift the causal mask", "causal mask lifted", "With the causal mask lifted",
                        causal=False)
 BAG_OF_WORDS = Experiment("bag_of_words", "Remove positions and lift the mask", "positions removed and mask lifted",
-                          "With positions removed and the mask lifted", lambda cfg: model_edits.remove_positions(),
+                          "With positions removed and the mask lifted", model_edits.remove_positions,
                           causal=False)
 
 
