@@ -963,6 +963,7 @@ PRESET_CLAIMS = {
     "reversing": {"learned positions", "task"},
     "no positions": {"no positional encoding", "task"},
     "post-norm": {"post-norm"},
+    "today's LLM": {"today's switches"},
     "diverging": {"learning rate", "sgd", "no warmup", "no gradient clipping"},
     "sort (encoder-decoder)": {"encoder-decoder", "label smoothing", "warmup schedule", "task"},
     "sort: does it generalise to longer lists?": {"encoder-decoder", "trained lengths", "tested lengths", "task"},
@@ -992,6 +993,8 @@ def preset_claims(about: str) -> dict[str, re.Match | bool]:
         "tested lengths": re.search(r"every length from 1 to (\d+)", about),
         "encoder-decoder": "encoder-decoder" in words or "2017 transformer" in words,
         "task": any(key in words for key in PRESET_TASKS),
+        "today's switches": re.search(r"rotary positions, RMSNorm, a gated MLP \(SwiGLU\), (\d+) query heads sharing "
+                                      r"(\d+) key/value heads, no biases", about),
     }
     return {kind: match for kind, match in found.items() if match}
 
@@ -1041,6 +1044,13 @@ def test_each_preset_is_what_its_description_says(name):
             assert m["max_len"] == int(match.group(1)) + 2                  # the longest list, <bos> and <eos>
         elif kind == "encoder-decoder":
             assert setup.task.startswith("ed_")
+        elif kind == "today's switches":
+            assert (m["pos"], m["norm"], m["activation"], m["bias"]) == ("rope", "rms", "swiglu", False)
+            assert tuple(map(int, match.groups())) == (m["n_heads"], m["n_kv_heads"])
+            switched = {"n_heads", "n_kv_heads", "pos", "norm", "activation", "bias"}       # the rest: the walkthrough's
+            assert ({k: v for k, v in m.items() if k not in switched}
+                    == {k: v for k, v in WALKTHROUGH.model.items() if k not in switched})
+            assert (setup.task, train) == (WALKTHROUGH.task, WALKTHROUGH.train)
         elif kind == "task":
             named = {task for key, task in PRESET_TASKS.items() if key in about.lower()}
             assert named == {setup.task}

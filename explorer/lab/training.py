@@ -103,7 +103,7 @@ PRESETS = {
                   LabSetup(model={**WALKTHROUGH.model, "norm_position": "post"})),
     "today's LLM": ("Today's recipe (Llama, SmolLM2) on the walkthrough's poem: rotary positions, RMSNorm, a gated "
                     "MLP (SwiGLU), 4 query heads sharing 2 key/value heads, no biases. Compare its curve with the "
-                    "walkthrough's and the post-norm run's.",
+                    "walkthrough preset's.",
                     LabSetup(model={**WALKTHROUGH.model, "n_heads": 4, "n_kv_heads": 2, "pos": "rope",
                                     "norm": "rms", "activation": "swiglu", "bias": False})),
     "diverging": ("Too high a learning rate: watch training blow up (SGD at learning rate 1.0, no warmup, "
