@@ -18,6 +18,11 @@ if explored:                          # "Explore it in the walk-through" was pre
 v = view()
 page_header("training", v)
 explanation(v, lab.EXPLANATION, title="What happens when a model trains")
+# The trainer's place (see `trainer` below): near the top, where every run of the page has drawn it before anything
+# changes the number of elements. Last on the page, a trainer's tick that began before a run had drawn the page's
+# end wrote into a place the browser did not have yet ("Bad delta path index 14 (should be between [0, 13])"), and
+# the page went white (tests/test_load.py, two trainers and ten visitors on a busy machine: 2 runs in 3).
+trainer_place = st.container(key="lab_trainer")
 
 # 1) the setup: a preset, then every knob (advanced knobs hidden in presenter mode). On a projector, once a run
 # exists, the setup folds into a panel so the controls and the loss curve are on the first screen.
@@ -195,7 +200,7 @@ step_nav("training")
 @st.fragment(run_every=lab.tick_every() if lab.is_running() else None)
 def trainer():
     """Trains one tick while running (building the run Start asked for first). It draws nothing, so no element
-    is marked stale while it trains; last on the page, so a full run has drawn everything before it trains."""
+    is marked stale while it trains; called last, so a full run has drawn everything before it trains."""
     if not lab.is_running() or not lab.may_train_now():
         return
     building = lab.is_building()
@@ -204,4 +209,5 @@ def trainer():
         st.rerun()                 # a new run (the whole page shows it), or finished or stopped: stop ticking
 
 
-trainer()
+with trainer_place:
+    trainer()

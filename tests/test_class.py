@@ -240,6 +240,7 @@ def test_the_tally_is_a_bar_per_answer_in_the_students_order_on_a_scale_of_those
     assert bars["encoding"]["x"]["scale"]["domain"] == [0, 5]                 # a full bar: every student present
     axis = bars["encoding"]["y"]["axis"]
     assert numbers["mark"]["color"] == axis["labelColor"] == "#f5f5f5" and axis["labelFlush"] is False   # dark; aligned
+    assert axis["labelLimit"] >= 16 * 0.6 * len("layer 1: after feed-forward")     # a long answer is not cut
     before = classroom.tally_chart(asked_, {}, 0).to_dict()["layer"][0]["encoding"]
     assert before["y"]["sort"] == ["is", "it", "they"] and before["x"]["scale"]["domain"] == [0, 1]
 

@@ -704,6 +704,11 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed, ink), width="stretch")
 
 
+# An answer's words beside its bar, up to this wide (Vega-Lite cuts a label at 180 px by default: on a projector
+# "layer 1: after feed-forward" was shown as "layer 1: afte…").
+TALLY_LABEL_PX = 400
+
+
 def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: bool = False,
                 ink: str = "#111111") -> alt.LayerChart:
     """The live tally: a labelled bar per answer (in the order the students see them, the right one marked once
@@ -715,7 +720,7 @@ def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: b
     base = alt.Chart(frame).encode(
         y=alt.Y("answer:N", sort=list(frame["answer"]), title=None,
                 axis=alt.Axis(labelOverlap=False, labelFlush=False, labelColor=ink, ticks=False, domain=False,
-                              labelPadding=6)),
+                              labelPadding=6, labelLimit=TALLY_LABEL_PX)),
         x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
     bars = base.mark_bar(color="#4477AA")
     numbers = base.mark_text(align="left", dx=4, fontSize=16, color=ink).encode(text="students:Q")

@@ -12,7 +12,8 @@ from explorer.registry import GROUPS, NAVIGATION
 # (buttons, chips): the dark theme's blue is the darker (white on it 4.65:1), so the open tab's label is in the text
 # colour (bold, over the blue line) instead of blue, and a multiselect's chosen items are outlined in the text colour.
 # A discovery's guess stays readable once revealed (its choices are disabled: Streamlit greys them to 2.61:1).
-# The class's scroll to the top and its watch for a dropped page take no room (explorer/app/classroom.py).
+# The class's scroll to the top and its watch for a dropped page take no room (explorer/app/classroom.py), nor does
+# the lab's trainer (pages/training.py).
 # `--explorer-styles` tells a test the CSS has arrived (a page's st.html lands a moment after its run ends: bench/live.py).
 BASE_CSS = """<style>
 :root { --explorer-styles: applied; }
@@ -30,7 +31,7 @@ BASE_CSS = """<style>
 [data-testid="stTabsScrollLeft"], [data-testid="stTabsScrollRight"] { display: none !important; }
 [data-testid="stPageLink-NavLink"] *, [data-testid="stSidebarNavLink"] * { white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; }
-.st-key-class_to_the_top, .st-key-class_blank_watch { display: none; }
+.st-key-class_to_the_top, .st-key-class_blank_watch, .st-key-lab_trainer { display: none; }
 </style>"""
 
 # A small first screen, a projector's or a phone's (explorer/view.py, `View.compact`): the page's chart comes first.
