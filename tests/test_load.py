@@ -59,6 +59,8 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             assert page.locator("[data-testid='stProgress']").inner_text().startswith("run 1:")
             assert page.locator("[data-testid='stException']").count() == 0
         assert bundled_probabilities(visitors[1], app_url) == before     # the shared model never changed
+        crashes = [e for logged in errors.values() for e in logged if e.startswith("page error")]
+        assert crashes == []                    # e.g. "Bad delta path index": a page gone white (pages/training.py)
     finally:
         for context in contexts:
             context.close()
