@@ -177,6 +177,27 @@ def convert_llama(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[st
 FAMILIES = {"gpt2": (gpt2_config, convert_gpt2, GPT2_FACTS), "llama": (llama_config, convert_llama, LLAMA_FACTS)}
 
 
+def read_config(directory: str | Path) -> tuple[dict, str]:
+    """A hub directory's config.json, read and checked: (its fields, its family: "gpt2" or "llama")."""
+    try:
+        spec = json.loads((Path(directory) / "config.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"config.json is not valid JSON ({e})") from None
+    except OSError as e:
+        raise ValueError(f"config.json could not be read ({e})") from None
+    if not isinstance(spec, dict) or spec.get("model_type", "gpt2") not in FAMILIES:
+        kind = spec.get("model_type") if isinstance(spec, dict) else None
+        raise ValueError(f"config.json describes a {kind or 'model of no known type'}: this app loads GPT-2 and "
+                         "Llama-architecture models (SmolLM2)")
+    return spec, spec.get("model_type", "gpt2")
+
+
+def model_config(directory: str | Path) -> ModelConfig:
+    """Our ModelConfig for a hub directory, from its config.json alone (no weights read)."""
+    spec, family = read_config(directory)
+    return FAMILIES[family][0](spec)
+
+
 def load_pretrained(directory: str | Path) -> Bundle:
     """A GPT-2 or Llama-family (SmolLM2) directory in the hub's layout (config.json, model.safetensors,
     tokenizer.json) as a Bundle, the model in eval mode; a missing or broken file raises ValueError saying which."""
@@ -184,16 +205,9 @@ def load_pretrained(directory: str | Path) -> Bundle:
     missing = [f for f in FILES if not (directory / f).is_file()]
     if missing:
         raise ValueError(f"{directory} lacks {', '.join(missing)}")
-    try:
-        spec = json.loads((directory / "config.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"config.json is not valid JSON ({e})") from None
-    if not isinstance(spec, dict) or spec.get("model_type", "gpt2") not in FAMILIES:
-        kind = spec.get("model_type") if isinstance(spec, dict) else None
-        raise ValueError(f"config.json describes a {kind or 'model of no known type'}: this app loads GPT-2 and "
-                         "Llama-architecture models (SmolLM2)")
-    read_config, convert, facts = FAMILIES[spec.get("model_type", "gpt2")]
-    cfg = read_config(spec)
+    spec, family = read_config(directory)
+    config_of, convert, facts = FAMILIES[family]
+    cfg = config_of(spec)
     try:
         tensors = load_file(directory / "model.safetensors")
     except (SafetensorError, OSError) as e:

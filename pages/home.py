@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer.steps.home import INTRO, pipeline
-from explorer.app.layout import explanation, page_header, require_trace, step_nav, word_list
+from explorer.app.layout import (explanation, page_header, require_trace, step_nav, then_and_now_panel,
+                                  word_list)
 from explorer.scope import training_line
 from explorer.app.state import label, view
 from explorer.registry import BY_SLUG, DISCOVER
@@ -36,4 +37,9 @@ with st.container(border=True):
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.markdown(f"**Not sure where to look?** {DISCOVER.summary}")
     right.page_link(DISCOVER.file, label=DISCOVER.title, icon=DISCOVER.icon)
+then_now = st.expander("Then and now: GPT-2 (2019) beside SmolLM2 (2024)", icon=":material/history:",
+                       key="then_and_now", on_change="rerun")
+if then_now.open:                      # read only when opened
+    with then_now:
+        then_and_now_panel(v)
 step_nav("home")

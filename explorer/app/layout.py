@@ -378,3 +378,21 @@ def whatif_notes(view: View, notes: str, elsewhere: int | None, whatif_key: str,
     if elsewhere is not None:
         st.button(f"Look at the forecast after {quote(view.tokens[elsewhere])}", key=f"{whatif_key}_look",
                   on_click=_look_at, args=(elsewhere, whatif_key), icon=":material/arrow_forward:", help=help)
+
+
+def then_and_now_panel(view: View) -> None:
+    """GPT-2 small (2019) and SmolLM2-135M (2024) switch by switch, on this sentence (explorer/steps/then_and_now.py);
+    a model this server has not downloaded is named, with how to get it."""
+    from explorer.app.models import then_and_now_sides
+    from explorer.steps.then_and_now import cache_claim, comparison_table
+    sides, missing = then_and_now_sides()
+    st.caption("The same transformer, five years apart: what changed is a handful of switches. Both columns are read "
+               "from the models' own files; the last rows are your sentence.")
+    if missing:
+        st.info(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded on this server yet: "
+                "pick it once in the sidebar's model picker (it downloads once) and its column appears here.",
+                icon=":material/download:")
+    if sides:
+        st.table(comparison_table(sides, view.text))          # whole cells, wrapped (a grid would cut them)
+    if len(sides) == 2:
+        st.markdown(cache_claim(*sides))

@@ -88,3 +88,22 @@ def get_bundle(name: str) -> Bundle:
     if name in PRETRAINED:
         return pretrained_model(name, str(hub.cached(PRETRAINED[name], CACHE_DIR)))
     return bundled_model(name)
+
+
+# Then and now (the big picture's panel): the two pretrained models side by side, each read from its files
+THEN_AND_NOW = {"gpt2": "GPT-2 small (2019)", "smollm2": "SmolLM2-135M (2024)"}
+
+
+def then_and_now_sides() -> tuple[list, list[str]]:
+    """(the sides of the comparison whose files this server has, in THEN_AND_NOW's order; the labels of the
+    models it has not downloaded). Read once per server (config.json and tokenizer.json; no weights)."""
+    from explorer.app import cache
+    from explorer.steps.then_and_now import read_side
+    sides, missing = [], []
+    for name, label in THEN_AND_NOW.items():
+        directory = hub.cached(PRETRAINED[name], CACHE_DIR)
+        if directory is None:
+            missing.append(label)
+        else:
+            sides.append(cache.per_key(read_side, str(directory), label))
+    return sides, missing

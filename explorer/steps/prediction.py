@@ -359,7 +359,8 @@ def cache_table(cfg: ModelConfig) -> pd.DataFrame:
                          "trace names": [f"blocks.{i}.attn.k, blocks.{i}.attn.v" for i in range(cfg.n_layers)]})
 
 
-def _size(n_bytes: float) -> str:
+def byte_size(n_bytes: float) -> str:
+    """A size in KB or MB (of 1,024), one decimal."""
     return f"{n_bytes / 2**20:,.1f} MB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:,.1f} KB"
 
 
@@ -371,7 +372,7 @@ def cache_story(cfg: ModelConfig, n_tokens: int) -> str:
             f"**KV cache** keeps them instead of computing them again: for each token read, each of the {L} "
             f"layer{'s' if L > 1 else ''} keeps a key and a value of {K} numbers for each of its {G} key/value "
             f"head{'s' if G > 1 else ''}: 2 x {L} x {G} x {K} x 4 bytes = **{per_token:,} bytes "
-            f"({_size(per_token)}) per token**, so {_size(per_token * n_tokens)} for the {n_tokens} tokens so far.")
+            f"({byte_size(per_token)}) per token**, so {byte_size(per_token * n_tokens)} for the {n_tokens} tokens so far.")
     if G < H:
         full = cache_bytes_per_token(replace(cfg, n_kv_heads=None))
         text += (f" Grouped-query attention makes it smaller: its {H} query heads share {G} key/value heads, so "
