@@ -12,6 +12,7 @@ they run:
     memory    a real server's memory: first visitor, 10 idle, 10 exploring, 2 training
     browser   charts the browser builds per update, Chromium's CPU on a training tab
     gpt2      GPT-2 small's shape from a disk cache: trace, load, pages, server memory, cold start
+    smollm2   SmolLM2-135M's shape from a disk cache: pages, server memory alone and beside GPT-2's visitors
     classroom a live class of 60 students on one server (AppTest): following the teacher, idle polls, answers,
               memory; 30 students onto a GPT-2 step; two replicas sharing a class through redis-server
     cloud     the server as Community Cloud runs it, in a cgroup: 1 core, then 0.5 core, and 2.7 GB; a class of 30
@@ -25,4 +26,4 @@ Comparisons are measured side by side in one run, interleaved, so a busy machine
 the ratios are what to read. The run ends with a summary table of every target of the areas that ran, and
 exits with status 1 when one is missed or could not be measured.
 """
-AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "classroom", "cloud")
+AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "smollm2", "classroom", "cloud")

@@ -85,8 +85,9 @@ def why(report: Report, bundle, tokens: int = 16) -> None:
                       f"progress steps, head grid {heads:.1f} s; both estimated by attribution patching {estimate:.1f} s")
 
 
-def pages(report: Report, cache: Path, reps: int = 5) -> None:
-    """Each step page's script run with GPT-2 picked and its trace cached (AppTest, in this process)."""
+def pages(report: Report, cache: Path, reps: int = 5, name: str = "gpt2", area: str = AREA) -> None:
+    """Each step page's script run with pretrained model `name` picked and its trace cached (AppTest, in this
+    process), recorded under `area` (gpt2., smollm2.)."""
     from explorer.app import models
     from explorer.registry import STEPS
 
@@ -98,24 +99,24 @@ def pages(report: Report, cache: Path, reps: int = 5) -> None:
             for step in STEPS:
                 start = time.perf_counter()
                 apps[step.slug] = open_app(None if step.slug == "home" else step.file, timeout=120,
-                                           model="gpt2", text=SENTENCE)
+                                           model=name, text=SENTENCE)
                 first[step.slug] = time.perf_counter() - start
             t = interleaved({slug: at.run for slug, at in apps.items()}, reps=reps, warmup=1)
     finally:
         models.CACHE_DIR = None
-    report.record("gpt2.first_page_s", first["home"])
-    report.line(AREA, f"first page with GPT-2 picked (load from the disk cache, first trace): {first['home']:.1f} s")
-    report.line(AREA, f"script run per page with the trace cached, median of {reps}, 32 tokens:")
+    report.record(f"{area}.first_page_s", first["home"])
+    report.line(area, f"first page with {name} picked (load from the disk cache, first trace): {first['home']:.1f} s")
+    report.line(area, f"script run per page with the trace cached, median of {reps}, 32 tokens:")
     broken = []
     for slug, seconds in t.items():
         problem = raised(apps[slug])
         broken += [slug] if problem else []
-        report.line(AREA, f"  {slug:<15} {seconds * 1e3:7.1f} ms"
+        report.line(area, f"  {slug:<15} {seconds * 1e3:7.1f} ms"
                           + (f"  NOT MEASURED: the page raised {problem!r}" if problem else ""))
     if broken:
-        report.not_measured("gpt2.slowest_page_ms", f"{', '.join(broken)} raised")
+        report.not_measured(f"{area}.slowest_page_ms", f"{', '.join(broken)} raised")
     else:
-        report.record("gpt2.slowest_page_ms", max(t.values()) * 1e3)
+        report.record(f"{area}.slowest_page_ms", max(t.values()) * 1e3)
 
 
 def server(report: Report, cache: Path, visitors: int) -> None:

@@ -100,6 +100,12 @@ TARGETS = [
     Target("gpt2.server_mb", "server memory with 10 visitors exploring GPT-2", 1300, AT_MOST, "MB"),
     Target("gpt2.loader_at_cold_start", "GPT-2's loader or transformers imported before anyone picks GPT-2",
            0, AT_MOST),
+    # smollm2: SmolLM2-135M's shape with random weights from a disk cache (bench/smollm2.py)
+    Target("smollm2.first_page_s", "first page with SmolLM2 picked (load + first trace, AppTest)", 10, AT_MOST, "s"),
+    Target("smollm2.slowest_page_ms", "slowest page's script run with SmolLM2's trace cached", 150, AT_MOST, "ms"),
+    Target("smollm2.server_mb", "server memory with 10 visitors exploring SmolLM2", 1300, AT_MOST, "MB"),
+    Target("smollm2.with_gpt2_mb", "server memory with 10 visitors on SmolLM2 and 10 more on GPT-2 small", 2700,
+           AT_MOST, "MB"),
     # issue 24: a live class on one server
     Target("classroom.follow_p95_s", "60 students following the teacher's Next (poll + their run), p95", 2, AT_MOST, "s"),
     Target("classroom.answers_counted", "60 answers sent together, all counted exactly once (1: yes)", 1, AT_LEAST),

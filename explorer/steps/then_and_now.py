@@ -49,7 +49,7 @@ def positions_words(cfg: ModelConfig) -> str:
         return (f"rotary (RoPE): each pair of a query's and a key's dimensions turned by an angle that grows with "
                 f"the position, base θ = {cfg.rope_theta:,.0f}; nothing added to the token's vector")
     if cfg.pos == "learned":
-        return f"learned: one vector per seat, added to the token's ({cfg.max_len:,} seats)"
+        return f"learned: one vector for each of {cfg.max_len:,} seats, added to the token's vector"
     if cfg.pos == "sinusoidal":
         return "sinusoidal: a fixed wave pattern per seat, added to the token's vector"
     return "none"
