@@ -529,7 +529,8 @@ def test_the_feed_forward_page_states_how_many_times_wider_the_hidden_layer_is(n
     cfg = bundled(name).model.cfg
     ratio = cfg.d_ff / cfg.d_model
     text = page_text(open_page("feedforward", model=name))
-    said = {2: ["twice", "2 times"], 4: ["four times", "4 times"]}.get(ratio, [f"{ratio:g} times"])
+    said = {2: ["twice", "2 times"], 4: ["four times", "4 times"]}.get(
+        ratio, [f"{ratio:g} times" if ratio * 10 == int(ratio * 10) else f"about {ratio:.1f} times"])
     assert any(words in text for words in said)
 
 

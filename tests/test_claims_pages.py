@@ -1004,7 +1004,7 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     check_notices(c, ref)
     c.says(f"Layer {layer} of {ref.L}: every token's {D} numbers go through {F:,} neurons and come back as {D:,} "
            "numbers.")
-    times = {2: "twice", 4: "four times"}.get(F / D, f"{F / D:g} times")
+    times = {2: "twice", 4: "four times"}.get(F / D, f"{F / D:g} times" if F * 10 % D == 0 else f"about {F / D:.1f} times")
     c.says(f"(here {D:,} → {F:,}: {times} as many")
 
     c = Claims(show_section(at, "feedforward", "Which neurons fire"), "feedforward: which fire")

@@ -337,3 +337,13 @@ def test_the_first_what_if_skips_a_layer_that_changes_the_forecast_or_says_none_
     shown = 0 if float(change[0][t]) >= whatif.VISIBLE else l
     assert f"With the feed-forward of layer {shown} skipped" in page_text(at)
     assert stated_size(page_text(at)) == f"{float(change[shown][t]):.2f}"
+
+
+def test_the_hidden_layers_width_is_said_as_a_reader_says_it():
+    from model.config import ModelConfig
+    said = {(64, 256): "four times as many", (64, 128): "twice as many", (576, 1536): "about 2.7 times as many",
+            (40, 60): "1.5 times as many"}
+    for (d, f), words in said.items():
+        cfg = ModelConfig(vocab_size=10, d_model=d, n_heads=4, n_layers=1, d_ff=f, max_len=8,
+                          activation="swiglu" if f == 1536 else "gelu")
+        assert f"(here {d:,} → {f:,}: {words};" in feedforward.intro(cfg), (d, f)

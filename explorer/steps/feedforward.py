@@ -52,7 +52,8 @@ values the bend switches off, and what the model guesses without this layer.
 def intro(cfg) -> str:
     """TEXT with this model's widths: how many times wider the hidden layer is than the stream."""
     ratio = cfg.d_ff / cfg.d_model
-    times = {2: "twice", 4: "four times"}.get(ratio, f"{ratio:g} times")
+    times = {2: "twice", 4: "four times"}.get(ratio) or (f"{ratio:g} times" if ratio == round(ratio, 1)
+                                                         else f"about {ratio:.1f} times")    # SwiGLU's 8/3: 2.7
     text = TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}", times=times)
     if cfg.activation == "swiglu":
         text += "\n" + SWIGLU_TEXT.format(D=f"{cfg.d_model:,}", F=f"{cfg.d_ff:,}")
