@@ -17,8 +17,9 @@ explanation(v, positions.intro(cfg))
 trace = require_trace(v, "positions")
 seats, waves, sums, alike, whatif = sections("positions")
 NO_POSITIONS = "This model has no position signal: every position vector is zero, so nothing is added."
-ROTARY = ("This model uses rotary positions: every position vector is zero, so nothing is added here. Its "
-          "queries and keys are turned inside attention instead (the next tab draws the angles).")
+ROTARY = ("This model uses rotary positions: nothing is added to a token's vector (its position vectors are all "
+          "zero). Its queries and keys are turned inside attention instead, each pair of dimensions by the angle "
+          "drawn here for its seat (the next tab says more).")
 dims = positions.default_dims(cfg)
 
 if seats.open:
@@ -26,9 +27,11 @@ if seats.open:
         st.subheader("The seat numbers added to your sentence")
         if cfg.pos in ("none", "rope"):
             st.info(ROTARY if cfg.pos == "rope" else NO_POSITIONS, icon=":material/block:")
-        window = dims_picker(v, cfg.d_model, "positions_window")
-        table = positions.figure("table", v, window)
-        if table is None:
+        window = None if cfg.pos == "rope" else dims_picker(v, cfg.d_model, "positions_window")
+        table = None if cfg.pos == "rope" else positions.figure("table", v, window)
+        if cfg.pos == "rope":              # all zeros would draw an empty chart: the angles are its position signal
+            chart(positions.figure("rope", v), key="rope_seats")
+        elif table is None:
             chart(positions.figure("added", v, window), key="added")
         else:
             # only the open one draws: a hidden chart costs the browser as much as a shown one

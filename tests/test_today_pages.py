@@ -3,7 +3,8 @@ no biases is read by every page and tab with its own numbers."""
 import pytest
 import torch
 
-from conftest import APP, page_text, show_section
+import numpy as np
+from conftest import APP, decode, page_text, plotly_figures, show_section
 from streamlit.testing.v1 import AppTest
 from conftest import open_page
 from explorer.lab.training import PRESETS, WALKTHROUGH, check_setup, new_run
@@ -210,3 +211,17 @@ def test_feed_forward_shows_gate_up_and_their_product_for_swiglu(today):
     assert off.count == int((gate < 0).sum()) and off.total == gate.numel()
     assert "gated by a negative gate" in off.rule
     assert "SwiGLU" in page_text(at) and "W_gate" in feedforward.intro(today.model.cfg)
+
+
+def test_the_seat_numbers_tab_draws_the_rotary_angles_instead_of_an_all_zero_table(today):
+    from explorer.steps import positions
+    at = open_today(today, "positions")
+    show_section(at, "positions", positions.SECTIONS[0])
+    assert not at.exception
+    v = _view(at)
+    assert float(v.trace["embed.pos"].abs().max()) == 0.0                    # nothing is added: all zero
+    [drawn] = plotly_figures(at)                                              # one chart: the angles
+    expected = positions.rope_figure(v, v.trace)
+    assert drawn["layout"]["title"]["text"] == expected.layout.title.text
+    np.testing.assert_allclose(np.asarray(decode(drawn["data"][0]["z"]), dtype=float), expected.data[0].z)
+    assert "nothing is added to a token's vector" in page_text(at)
