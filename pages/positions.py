@@ -24,7 +24,8 @@ dims = positions.default_dims(cfg)
 
 if seats.open:
     with seats:
-        st.subheader("The seat numbers added to your sentence")
+        st.subheader("Your sentence's seats: the angles its queries and keys turn by" if cfg.pos == "rope"
+                     else "The seat numbers added to your sentence")
         if cfg.pos in ("none", "rope"):
             st.info(ROTARY if cfg.pos == "rope" else NO_POSITIONS, icon=":material/block:")
         window = None if cfg.pos == "rope" else dims_picker(v, cfg.d_model, "positions_window")
