@@ -25,7 +25,7 @@ side_by_side = not v.presenter           # on a projector each figure gets the f
 
 if qkv.open:
     qkv.subheader(f"Questions, labels and answers: layer {layer}, head {head}")
-    text = attention.QKV_TEXT.format(K=cfg.d_head)
+    text = attention.qkv_text(cfg)
     if not v.compact:
         qkv.markdown(text)
     chart(attention.head_figure(v, layer, head, "qkv"), qkv, key="qkv")

@@ -69,7 +69,7 @@ def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
     cfg, trace = v.bundle.model.cfg, v.trace
     K = trace["blocks.0.attn.q"].shape[-1]                              # (B, H, T, K)
     assert K * cfg.n_heads == cfg.d_model
-    assert f"its own {K} numbers of each" in attention.QKV_TEXT.format(K=cfg.d_head)
+    assert f"its own {K} numbers of each" in attention.qkv_text(cfg)
     caption = attention.STEP_CAPTIONS[1].format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5)     # as the page formats it
     stated_k, stated_root = re.search(r"√K = √(\d+) = ([\d.]+)", caption).groups()
     for layer in range(cfg.n_layers):

@@ -74,6 +74,11 @@ def test_a_query_head_of_a_group_shows_its_groups_keys_and_values_and_the_page_s
     at.run()
     assert not at.exception
     assert words in page_text(at) and "Head 3 reads key/value head 1" in page_text(at)
+    K = trace["q", 1].shape[-1]                                                     # (B, H, T, K)
+    assert trace["k", 1].shape[1] == 2                                              # 2 key/value heads kept
+    said = (f"Each head gets its own {K} query numbers; its {K} key and {K} value numbers are its group's: "
+            f"{4 // trace['k', 1].shape[1]} query heads share one key/value head (2 key/value heads for 4 heads).")
+    assert said in " ".join(page_text(at).split()) and "its own 4 numbers of each" not in page_text(at)
 
 
 def test_the_todays_llm_preset_trains_on_the_walkthroughs_data_its_loss_falls_and_it_keeps_snapshots():

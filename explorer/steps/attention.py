@@ -57,6 +57,21 @@ Each token's vector is multiplied by three learned matrices, giving its query (t
 label) and value (the answer). Each head gets its own {K} numbers of each: one row per token below, one
 column per number, on one colour scale (the same colour is the same number in all three).
 """
+QKV_SHARED = """\
+Each token's vector is multiplied by three learned matrices, giving its query (the question), key (the
+label) and value (the answer). Each head gets its own {K} query numbers; its {K} key and {K} value numbers are
+its group's: {per} query heads share one key/value head ({G} key/value heads for {H} heads). One row per token
+below, one column per number, on one colour scale (the same colour is the same number in all three).
+"""
+
+
+def qkv_text(cfg) -> str:
+    """What the Q, K and V panels hold for this model: every head its own three, or keys and values shared."""
+    if cfg.kv_heads == cfg.n_heads:
+        return QKV_TEXT.format(K=cfg.d_head)
+    return QKV_SHARED.format(K=cfg.d_head, per=cfg.n_heads // cfg.kv_heads, G=cfg.kv_heads, H=cfg.n_heads)
+
+
 QKV_TITLES = {"q": "Q: the questions", "k": "K: the labels", "v": "V: the answers"}
 
 STEP_CAPTIONS = (
