@@ -27,6 +27,9 @@ LAB = {
     "word, no norm, relu, sinusoidal, 3 heads, embed_scale": dict(norm="none", d_model=24, n_heads=3,
                                                                   embed_scale=True),
     "word, rms, pre-norm, gelu, 1 head": dict(norm="rms", n_heads=1, activation="gelu"),
+    "today's: rope, rms, swiglu, 4 heads sharing 2, no biases": dict(norm="rms", norm_position="pre", pos="rope",
+                                                                    activation="swiglu", n_heads=4, n_kv_heads=2,
+                                                                    bias=False),
 }
 
 

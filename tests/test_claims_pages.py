@@ -44,7 +44,8 @@ from model.transformer import sinusoidal_table
 GPT2_NAME, LAB_NAME = "gpt2", "lab: char"
 LABS = {LAB_NAME: LAB["char, rms, post-norm, relu, learned"],                 # lab models, as the lab names them
         "lab: no positions": LAB["bpe, layer, post-norm, gelu, no positions"],
-        "lab: one head": LAB["word, rms, pre-norm, gelu, 1 head"]}
+        "lab: one head": LAB["word, rms, pre-norm, gelu, 1 head"],
+        "lab: today's": LAB["today's: rope, rms, swiglu, 4 heads sharing 2, no biases"]}
 SENTENCES = {
     "tinytales": [DEFAULT_SENTENCE, "The Dog chased the cat. It slept under the table.",
                   "the zebra ate my marmalade near the river"],
@@ -55,6 +56,7 @@ SENTENCES = {
     LAB_NAME: ["roses are red violets are blue", "sugar is sweet and so are you", "roses are pink, tulips are 🙂"],
     "lab: no positions": ["roses are red roses are blue"],
     "lab: one head": ["roses are red roses are blue"],
+    "lab: today's": ["roses are red violets are blue sugar is sweet"],
 }
 CASES = [(model, text) for model, texts in SENTENCES.items() for text in texts]
 SPECIAL = {UNK, "<pad>", "<bos>", "<eos>"}
@@ -102,7 +104,7 @@ class Ref:
         self.L = sum(1 for name in self.trace if name.endswith(".attn.pattern"))
         self.H = self.trace["blocks.0.attn.pattern"].shape[1]
         self.K = self.trace["blocks.0.attn.q"].shape[-1]
-        self.F = self.trace["blocks.0.mlp.pre"].shape[-1]
+        self.F = self.trace["blocks.0.mlp.post"].shape[-1]              # the hidden width (SwiGLU: gate x up)
         # Unknown: the tokenizer gave the piece the id of <unk> though the text is not "<unk>" itself.
         self.unknown = [p.text for p in self.pieces if self.tok.unk_id is not None and p.id == self.tok.unk_id
                         and p.text != UNK]
@@ -122,8 +124,14 @@ class Ref:
         return quote(tokens[i]) + (f" (position {i})" if tokens.count(tokens[i]) > 1 else "")
 
     def activation(self, layer: int = 0) -> str:
-        """Which bend the feed-forward applies, found by recomputing mlp.post from mlp.pre."""
-        pre, post = self.trace[f"blocks.{layer}.mlp.pre"], self.trace[f"blocks.{layer}.mlp.post"]
+        """Which bend the feed-forward applies, found by recomputing mlp.post from mlp.pre (SwiGLU: from its gate
+        and up projection)."""
+        post = self.trace[f"blocks.{layer}.mlp.post"]
+        if f"blocks.{layer}.mlp.gate" in self.trace:
+            gate, up = self.trace[f"blocks.{layer}.mlp.gate"], self.trace[f"blocks.{layer}.mlp.up"]
+            torch.testing.assert_close(post, nn.functional.silu(gate) * up)
+            return "swiglu"
+        pre = self.trace[f"blocks.{layer}.mlp.pre"]
         for name, fn in (("relu", nn.ReLU()), ("gelu", nn.GELU()), ("gelu_tanh", nn.GELU(approximate="tanh"))):
             if torch.allclose(fn(pre), post, atol=1e-6):
                 return name
@@ -141,10 +149,11 @@ class Ref:
         return kind, position
 
     def positions(self) -> str:
-        """none, sinusoidal or learned: what the trace's embed.pos holds."""
+        """none, rope, sinusoidal or learned: what the trace's embed.pos holds (rope: nothing, and the angles its
+        queries and keys turn by in embed.rope)."""
         pos = self.trace["embed.pos"][0]
         if not pos.any():
-            return "none"
+            return "rope" if "embed.rope" in self.trace else "none"
         if torch.allclose(pos, sinusoidal_table(self.T, self.D), atol=1e-5):
             return "sinusoidal"
         torch.testing.assert_close(pos, self.model.embed.pos.weight[: self.T].detach())
@@ -267,14 +276,23 @@ def check_home(at: AppTest, ref: Ref) -> None:
     c.says(f"The model reads {T} token ids from a vocabulary of {V:,}.", f"#### {T} tokens",
            f"Each token id picks a row of {D} learned numbers.", f"#### {T} x {D}")
     pos = ref.positions()
-    c.says("This model adds no position signal." if pos == "none" else f"A {pos} position signal is added to each row.")
+    if pos == "rope":
+        c.says("Nothing is added: attention turns each query and key by an angle that grows with its position "
+               "(rotary positions).")
+        queries_and_keys_turn(ref)
+    else:
+        c.says("This model adds no position signal." if pos == "none" else f"A {pos} position signal is added to each row.")
     c.says(f"**Attention ({L} layers x {H} heads)**", f"#### {H} x {T} x {T} per layer",
            f"Each head weighs the {T} tokens; each token looks only at itself and earlier tokens.")
+    G = tr["blocks.0.attn.k"].shape[1]                                             # key/value heads kept
+    if G < H:
+        c.says(f"Its {H} query heads share {G} key/value heads.")
     for layer in range(L):
         pattern = tr[f"blocks.{layer}.attn.pattern"][0]                            # (H, T, T)
         assert not pattern.triu(1).any()                                          # never a later token
         torch.testing.assert_close(pattern.sum(-1), torch.ones(H, T))
-    act = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU, tanh approximation"}[ref.activation()]
+    act = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU, tanh approximation",
+           "swiglu": "SwiGLU: SiLU of a gate times an up projection"}[ref.activation()]
     c.says(f"Each token is expanded to {F:,} neurons, activated ({act}) and contracted back.",
            f"#### {T} x {D} → {T} x {F:,} → {T} x {D}")
     kind, position = ref.norm()
@@ -293,6 +311,23 @@ def check_home(at: AppTest, ref: Ref) -> None:
     assert m[1] == quote(ref.vocab[int(p.argmax())])
     percent(m[2], float(p.max()), "the top guess")
     c.says(f"#### {V:,} scores")
+
+
+def queries_and_keys_turn(ref: Ref) -> None:
+    """Rotary positions: each layer's queries and keys are its unturned ones turned pair by pair (dimension i with
+    i + K/2) by the trace's angles, position x frequency."""
+    tr, K = ref.trace, ref.K
+    angles = tr["embed.rope"][0].double()                                           # (T, K/2)
+    T = angles.shape[0]
+    freqs = angles[1] if T > 1 else angles[0]
+    torch.testing.assert_close(angles, torch.arange(T, dtype=torch.float64)[:, None] * freqs[None])
+    cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)                 # (T, K)
+    for layer in range(ref.L):
+        for name in ("q", "k"):
+            x = tr[f"blocks.{layer}.attn.{name}_unrotated"][0].double()            # (heads, T, K)
+            half = torch.cat([-x[..., K // 2:], x[..., :K // 2]], -1)
+            torch.testing.assert_close(x * cos + half * sin, tr[f"blocks.{layer}.attn.{name}"][0].double(),
+                                       rtol=1e-5, atol=1e-5)
 
 
 def stream_is_only_added_to(ref: Ref) -> None:
@@ -562,6 +597,13 @@ def check_positions(at: AppTest, ref: Ref) -> None:
         L = ref.model.embed.pos.weight.shape[0]
         c.says(f"Position signal: learned (a trained table of {L:,} rows of {D} numbers).",
                f"one row of {D} numbers for each seat, 0 to {L - 1}")
+    elif kind == "rope":
+        K = ref.K
+        c.says(f"Position signal: rotary (queries and keys turned in {K // 2} pairs per head, base "
+               f"{ref.model.cfg.rope_theta:,.0f}; nothing added to the stream).",
+               "nothing is added to a token's vector (its position vectors are all zero)")
+        assert not pos.any()
+        queries_and_keys_turn(ref)
     else:
         c.says("Position signal: none.", "This model has no position signal: every position vector is zero")
 
@@ -575,7 +617,7 @@ def check_positions(at: AppTest, ref: Ref) -> None:
     shows(m[3], out, "input")
     one, many = {"word": ("word", "words"), "char": ("character", "characters"), "bpe": ("token", "tokens")}[ref.tok.kind]
     inputs = ref.trace["embed.out"][0]                                               # (T, D)
-    if kind == "none":
+    if kind in ("none", "rope"):                    # rotary positions turn queries and keys, not the input
         c.says(f"the same {one} in two different seats enters the model as the same vector.")
         c.never("two different vectors")
     else:
@@ -589,7 +631,7 @@ def check_positions(at: AppTest, ref: Ref) -> None:
         m = c.find(rf"In your sentence, {re.escape(quote(ref.tokens[j]))} stands in seats {i} and {j}: its two input "
                    rf"vectors (?:differ by up to \*\*{NUMBER}\*\* in one dimension|(are exactly the same))\.")
         if m[2]:
-            assert gap == 0 and kind == "none"
+            assert gap == 0 and kind in ("none", "rope")
         else:
             shows(m[1], gap, "the repeated word's two inputs")
             assert gap > 0
@@ -638,8 +680,8 @@ def check_order_verdict(c: Claims, at: AppTest, ref: Ref, kind: str) -> None:
     if ids_a == ids_b:
         c.says("The two sentences are the same, token for token")
         return
-    runs = lambda ids: [ref.model.run(ids), ref.model.run(ids, edits=edits.remove_positions()),  # noqa: E731
-                        ref.model.run(ids, edits=edits.remove_positions(), causal=False)]
+    runs = lambda ids: [ref.model.run(ids), ref.model.run(ids, edits=edits.remove_positions(ref.model.cfg)),  # noqa: E731
+                        ref.model.run(ids, edits=edits.remove_positions(ref.model.cfg), causal=False)]
     ta, tb = runs(ids_a), runs(ids_b)
     pairs, seen = [], {}
     for i, t in enumerate(ids_a):
@@ -663,7 +705,14 @@ def check_order_verdict(c: Claims, at: AppTest, ref: Ref, kind: str) -> None:
         d_in.append(float((x["embed.out"][0, ia] - y["embed.out"][0, ib]).abs().max()))
         n_same.append(int((d < 5e-5).sum()))
     as_is, no_pos, bag = (float(d.max()) for d in d_pred)
-    if kind != "none":
+    if kind == "rope":
+        m = c.find(rf"\*\*As trained\*\*, the same word enters the model with the same vector in both sentences "
+                   rf"\(largest difference {NUMBER}\): rotary positions add nothing\. Its queries and keys are turned "
+                   rf"by its seat inside attention, and its prediction differs by up to \*\*{NUMBER}\*\*\.")
+        shows(m[1], d_in[0], "input difference as trained")
+        shows(m[2], as_is, "prediction difference as trained")
+        assert d_in[0] == 0
+    elif kind != "none":
         m = c.find(rf"\*\*As trained\*\*, the same word enters the model with a different vector in each sentence "
                    rf"\(largest difference {NUMBER}\), because its seat number differs, and its prediction differs "
                    rf"by up to \*\*{NUMBER}\*\*\.")
@@ -708,10 +757,18 @@ def check_attention(at: AppTest, ref: Ref) -> None:
     pattern = tr[f"{name}.pattern"][0, head].double()                                 # (T, T)
     c = Claims(show_section(at, "attention", "Queries, keys, values"), "attention: qkv")
     check_notices(c, ref)
-    c.says(f"Questions, labels and answers: layer {layer}, head {head}", f"Each head gets its own {K} numbers of each")
+    H, G = tr[f"{name}.q"].shape[1], tr[f"{name}.k"].shape[1]                    # query heads, key/value heads
+    if G == H:
+        c.says(f"Questions, labels and answers: layer {layer}, head {head}", f"Each head gets its own {K} numbers of each")
+    else:
+        c.says(f"Questions, labels and answers: layer {layer}, head {head}",
+               f"Each head gets its own {K} query numbers; its {K} key and {K} value numbers are its group's: "
+               f"{H // G} query heads share one key/value head ({G} key/value heads for {H} heads).",
+               f"Head {head} reads key/value head {head // (H // G)}")
 
     c = Claims(show_section(at, "attention", "The four steps"), "attention: steps")
-    raw = tr[f"{name}.q"][0].double() @ tr[f"{name}.k"][0].double().transpose(-2, -1)   # (H, T, T)
+    keys = tr[f"{name}.k"][0].double().repeat_interleave(H // G, dim=0)             # (H, T, K): each head its group's
+    raw = tr[f"{name}.q"][0].double() @ keys.transpose(-2, -1)                      # (H, T, T)
     scores = tr[f"{name}.scores"][0].double()
     big = scores.abs() > 1e-3
     m = c.find(rf"Divided by √K = √(\d+) = {NUMBER},")
@@ -755,7 +812,7 @@ def check_attention(at: AppTest, ref: Ref) -> None:
     key = at.selectbox(key="attention_math_key").value
     c.says(f"Query {ref.at(query)} (row {query}) and key {ref.at(key)} (column {key}), layer {layer} head {head}, "
            f"K = {K}:")
-    q, k = tr[f"{name}.q"][0, head, query].double(), tr[f"{name}.k"][0, head, key].double()
+    q, k = tr[f"{name}.q"][0, head, query].double(), keys[head, key]
     m = c.find(rf"1\. \*\*Match\*\*: q·k = .*? = \*\*{NUMBER}\*\*")
     shows(m[1], float(q @ k), "q·k")
     m = c.find(rf"2\. \*\*Scale\*\*: .*? = \*\*{NUMBER}\*\*")
