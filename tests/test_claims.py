@@ -69,12 +69,18 @@ def test_each_head_gets_K_numbers_and_its_scores_are_divided_by_root_K(key):
     cfg, trace = v.bundle.model.cfg, v.trace
     K = trace["blocks.0.attn.q"].shape[-1]                              # (B, H, T, K)
     assert K * cfg.n_heads == cfg.d_model
-    assert f"its own {K} numbers of each" in attention.qkv_text(cfg)
+    H, G = trace["blocks.0.attn.q"].shape[1], trace["blocks.0.attn.k"].shape[1]    # query, key/value heads
+    if G == H:
+        assert f"its own {K} numbers of each" in attention.qkv_text(cfg)
+    else:                                             # grouped-query: a head's keys and values are its group's
+        assert (f"its own {K} query numbers; its {K} key and {K} value numbers are its group's: {H // G} query heads "
+                f"share one key/value head" in " ".join(attention.qkv_text(cfg).split()))
     caption = attention.STEP_CAPTIONS[1].format(K=cfg.d_head, sqrtK=cfg.d_head ** 0.5)     # as the page formats it
     stated_k, stated_root = re.search(r"√K = √(\d+) = ([\d.]+)", caption).groups()
     for layer in range(cfg.n_layers):
         name = f"blocks.{layer}.attn"
-        raw = trace[f"{name}.q"][0].double() @ trace[f"{name}.k"][0].double().transpose(-2, -1)   # (H, T, T)
+        keys = trace[f"{name}.k"][0].double().repeat_interleave(H // G, dim=0)             # (H, T, K)
+        raw = trace[f"{name}.q"][0].double() @ keys.transpose(-2, -1)                     # (H, T, T)
         scores = trace[f"{name}.scores"][0].double()
         big = scores.abs() > 1e-3
         factor = float((raw[big] / scores[big]).median())
@@ -471,13 +477,16 @@ def test_the_network_expands_D_to_F_and_back_treating_every_position_on_its_own(
     for layer in range(cfg.n_layers):
         shapes = [(s.rows, s.cols) for s in feedforward.stages(v, layer)]
         T = len(v.tokens)
-        assert shapes == [(T, cfg.d_model), (T, cfg.d_ff), (T, cfg.d_ff), (T, cfg.d_model)]
+        gated = cfg.activation == "swiglu"                   # in, gate, up, SiLU(gate) x up, out
+        assert shapes == ([(T, cfg.d_model)] + [(T, cfg.d_ff)] * (3 if gated else 2) + [(T, cfg.d_model)])
         mlp = v.bundle.model.blocks[layer].mlp
-        assert tuple(mlp.W_in.weight.shape) == (cfg.d_ff, cfg.d_model)
+        assert tuple((mlp.W_gate if gated else mlp.W_in).weight.shape) == (cfg.d_ff, cfg.d_model)
         x, out = v.trace[f"blocks.{layer}.mlp.in"][0], v.trace[f"blocks.{layer}.mlp.out"][0]    # (T, D)
         order = torch.randperm(T, generator=torch.Generator().manual_seed(layer))
         with torch.no_grad():
-            shuffled = mlp.W_out(mlp.act(mlp.W_in(x[order])))
+            hidden = (torch.nn.functional.silu(mlp.W_gate(x[order])) * mlp.W_up(x[order]) if gated
+                      else mlp.act(mlp.W_in(x[order])))
+            shuffled = mlp.W_out(hidden)
         torch.testing.assert_close(shuffled, out[order])
 
 
@@ -764,7 +773,7 @@ def test_the_big_picture_states_this_sentences_real_shapes_for_every_kind_of_mod
     stages = {s.slug: s for s in home.pipeline(v)}
     _, T, D = tr["embed.out"].shape
     _, heads, _, _ = tr["blocks.0.attn.pattern"].shape
-    F, V = tr["blocks.0.mlp.pre"].shape[-1], tr["logits"].shape[-1]
+    F, V = tr["blocks.0.mlp.post"].shape[-1], tr["logits"].shape[-1]
     layers = sum(1 for name in tr if name.endswith(".attn.pattern"))
     assert stages["tokenization"].shape == f"{T} tokens"
     assert stages["embedding"].shape == stages["positions"].shape == stages["residual"].shape == f"{T} x {D}"

@@ -1054,9 +1054,12 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     layer = at.session_state["layer"]
     T, D, F, tr = ref.T, ref.D, ref.F, ref.trace
     b = f"blocks.{layer}.mlp"
-    pre, post, out = tr[f"{b}.pre"][0], tr[f"{b}.post"][0], tr[f"{b}.out"][0]
-    mlp = ref.model.blocks[layer].mlp
     act = ref.activation(layer)
+    gated = act == "swiglu"                          # SwiGLU: the bend is read from the gate, post = SiLU(gate) x up
+    pre_name = "gate" if gated else "pre"
+    pre, post, out = tr[f"{b}.{pre_name}"][0], tr[f"{b}.post"][0], tr[f"{b}.out"][0]
+    mlp = ref.model.blocks[layer].mlp
+    W_in = mlp.W_gate if gated else mlp.W_in
     c = Claims(show_section(at, "feedforward", "Expand, activate, contract"), "feedforward: shapes")
     check_notices(c, ref)
     c.says(f"Layer {layer} of {ref.L}: every token's {D} numbers go through {F:,} neurons and come back as {D:,} "
@@ -1074,6 +1077,9 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     if act == "relu":
         c.says("ReLU never goes below 0")
         assert float(post.min()) >= 0
+    elif gated:
+        c.says("SwiGLU multiplies SiLU of the gate by the up projection, which can have either sign")
+        assert float(post.min()) < 0 < float(post.max())
     else:
         c.says("GELU can be slightly negative (never below about −0.17)")
         assert -0.17 - 5e-3 <= float(post.min()) < 0
@@ -1100,23 +1106,34 @@ def check_feedforward(at: AppTest, ref: Ref) -> None:
     j = int(m[1])
     assert float(post[token, j]) >= float(post[token].max()) - 1e-9
     c.says(f"(a weight matrix of {F:,} × {D:,})")
-    assert tuple(mlp.W_in.weight.shape) == (F, D)
-    m = c.find(rf"recorded mlp\.pre = {NUMBER} and mlp\.post = {NUMBER} for this token and neuron")
-    shows(m[1], float(pre[token, j]), "mlp.pre")
+    assert tuple(W_in.weight.shape) == (F, D)
+    m = c.find(rf"recorded mlp\.{pre_name} = {NUMBER} and mlp\.post = {NUMBER} for this token and neuron")
+    shows(m[1], float(pre[token, j]), f"mlp.{pre_name}")
     shows(m[2], float(post[token, j]), "mlp.post")
     x = tr[f"{b}.in"][0, token].double()
-    total = float(x @ mlp.W_in.weight[j].detach().double())
+    total = float(x @ W_in.weight[j].detach().double())
     latex = " ".join(element.value for element in at.latex)
     m = re.search(rf"= {NUMBER} \+ \(?{NUMBER}\)? = {NUMBER}", latex)
     Claims.count += 1
     assert m, latex
     shows(m[1], total, "the sum of products")
-    shows(m[2], float(mlp.W_in.bias[j].detach()), "the bias")
+    shows(m[2], float(W_in.bias[j].detach()) if W_in.bias is not None else 0.0, "the bias")
     shows(m[3], float(pre[token, j]), "the neuron's value")
+    if gated:                                        # then SiLU(gate) x up, with the up projection's own value
+        m = re.search(rf"\\cdot {NUMBER} = {NUMBER}", latex)
+        Claims.count += 1
+        assert m, latex
+        shows(m[1], float(tr[f"{b}.up"][0, token, j]), "the up projection")
+        shows(m[2], float(post[token, j]), "SiLU(gate) x up")
 
     c = Claims(show_section(at, "feedforward", "Switched off"), "feedforward: switched off")
     if act == "relu":
         off, rule = post == 0, "exactly 0 after ReLU"
+    elif gated:
+        off = pre < 0
+        rule = ("gated by a negative gate, whose SiLU lies between −0.28 and 0, so little of the up projection "
+                "passes")
+        assert float(nn.functional.silu(pre[off]).min()) >= -0.2785 and float(nn.functional.silu(pre[off]).max()) <= 0
     else:
         off, rule = pre < 0, "negative before GELU, so squashed to between −0.17 and 0"
         squashed = post[off]
