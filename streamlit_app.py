@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from explorer.app import classroom, url
+from explorer.app import classroom, runner_race, url
 from explorer.app.lab import pause_all
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
@@ -16,6 +16,7 @@ from explorer.registry import LAB, NAVIGATION
 torch.set_num_threads(1)
 limit_arenas()                                    # fewer per-thread malloc pools: less memory per visitor
 provide_plotly_js()                               # the charts' plotly.js, served from static/ (once)
+runner_race.install()                             # a busy server must not drop the end of a page's run
 
 HERE = Path(__file__).parent
 # Presenter mode starts with the sidebar closed: on a projector the page's chart gets the whole width.

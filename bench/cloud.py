@@ -169,7 +169,9 @@ async def press(teacher, key: str, text: str, tries: int = 3, patience: float = 
             await teacher.shows(text, pressed, patience)
             return pressed, lost
         except TimeoutError:
-            pass
+            if any(at > pressed for at, how in teacher.full_runs() if how == "started full"):
+                await teacher.shows(text, pressed, 300)       # the server ran the press: a busy server is slow
+                return pressed, lost
     raise RuntimeError(f"the teacher pressed {key} {tries} times and never saw {text!r}")
 
 
@@ -181,8 +183,10 @@ async def all_show(crowd: list, text: str, after: float, timeout: float = 300) -
     if late or failed:
         for w in late:
             w.cancel()
+        behind = [f"{s.query}: {s.last_seen()}; {s.problems()[:2]}" for s, w in zip(crowd, waits)
+                  if w in failed or w in late]
         raise RuntimeError(f"{len(crowd) - len(late) - len(failed)} of {len(crowd)} students showed {text!r} within "
-                           f"{timeout:.0f} s")
+                           f"{timeout:.0f} s of a press {time.perf_counter() - after:.0f} s ago; the others: {behind[:3]}")
     return [w.result() for w in waits]
 
 

@@ -47,6 +47,7 @@ class Session:
         self._run = Run()
         self._timers: dict[str, asyncio.Task] = {}
         self._changed = asyncio.Condition()
+        self.endings: list[tuple[float, str]] = []  # (perf_counter, how) of every run that ended, for a diagnosis
 
     async def __aenter__(self) -> "Session":
         import websockets
@@ -97,6 +98,18 @@ class Session:
             after < full.ended <= r.ended for full in self.runs if full.full), after, timeout)
         return run.ended
 
+    def last_seen(self) -> str:
+        """What the last runs wrote, in short: for a session that fell behind."""
+        now = time.perf_counter()
+        return "; ".join(f"{'full' if r.full else 'fragment'} run {now - r.ended:.0f} s ago: "
+                         f"{' | '.join(t[:60] for t in r.texts[:4])}" for r in self.runs[-3:]) + "; ends: " + \
+            ", ".join(f"{how} {now - at:.1f} s ago" for at, how in self.full_runs()[-6:])
+
+    def full_runs(self) -> list[tuple[float, str]]:
+        """When each full run started and how it ended (perf_counter, what)."""
+        return [(at, how) for at, how in self.endings if how == "started full" or "FRAGMENT" not in how
+                and not how.startswith("started")]
+
     def problems(self) -> list[str]:
         return [e for run in self.runs for e in run.exceptions]
 
@@ -118,7 +131,9 @@ class Session:
             elif kind == "stop_auto_rerun":
                 for fragment in message.stop_auto_rerun.fragment_ids:
                     self._stop(fragment)
-            elif kind == "script_finished" and message.script_finished in (FULL, FRAGMENT):
+            elif kind == "script_finished":
+                self.endings.append((time.perf_counter(), ForwardMsg.ScriptFinishedStatus.Name(message.script_finished)))
+            if kind == "script_finished" and message.script_finished in (FULL, FRAGMENT):
                 self._run.ended, self._run.full = time.perf_counter(), message.script_finished == FULL
                 async with self._changed:
                     self.runs.append(self._run)
@@ -126,6 +141,7 @@ class Session:
                 self._run = Run()
 
     def _started(self, message) -> None:
+        self.endings.append((time.perf_counter(), "started " + ("fragment" if message.metadata.run.fragment_ids else "full")))
         self._run = Run()
         if not message.metadata.run.fragment_ids:            # a full run: the frontend drops every timer
             for fragment in list(self._timers):
