@@ -31,7 +31,15 @@ def as_page(step):
 
 # One flat list: Streamlit's navigation sections put their headers between a list and its items, which a screen
 # reader cannot follow (axe-core's list rules); explorer/app/styles.py draws the groups' names inside the items.
-page = st.navigation([as_page(p) for p in NAVIGATION], expanded=True)          # every page listed
+def pages() -> list:
+    """This session's pages, made on its first run: making one reads its file's place on disk, a fifth of a page
+    run's time when a class of 30 follows a Next together (bench/cloud.py)."""
+    if "_pages" not in st.session_state:
+        st.session_state["_pages"] = [as_page(p) for p in NAVIGATION]
+    return st.session_state["_pages"]
+
+
+page = st.navigation(pages(), expanded=True)      # every page listed
 if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries

@@ -1,6 +1,7 @@
 """Step 4, attention: queries, keys and values, the four steps of one head, and every head at once."""
 import streamlit as st
 
+from explorer import memo
 from explorer.steps import attention
 from explorer.app import discover
 from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, math_panel, page_header,
@@ -101,11 +102,9 @@ if whatif_tab.open:
         experiment = options[choice]
         knobs.caption(f"{attention.whatif_text(experiment, cfg.d_head)} The chart: the prediction for the word after the "
                       f"query token ({query}: {quote(v.tokens[query])}).")
-        after = whatif.experiment_trace(v, experiment)
-        table = whatif.next_token_change(v, trace, after, position=query)
-        chart(whatif.change_figure(table, experiment, v.presenter), stage, key="whatif")
-        stage.markdown(attention.change_words(v, trace, after, experiment, position=query))
-        notes, elsewhere = attention.whatif_notes(v, search, trace, after, experiment, query, layer)
+        figure, words, (notes, elsewhere) = memo.per_view(attention.whatif_stage, v, experiment, query, layer)
+        chart(figure, stage, key="whatif")
+        stage.markdown(words)
         with stage:
             whatif_notes(v, notes, elsewhere, "attention_whatif",
                          help="Makes that token the query token; the what-if then shows its forecast.")

@@ -596,6 +596,16 @@ def whatif_notes(v: View, search: whatif.Search, before: Trace, after: Trace, ex
                           whatif.changes(before, after))
 
 
+def whatif_stage(v: View, trace: Trace, experiment: Experiment, query: int, layer: int):
+    """What the what-if tab shows for `experiment` and the forecast after `query`: (its chart, the change in words,
+    (the search's notes, a query token to look at instead)). Ask through memo.per_view: a class that opens the tab
+    together computes it once."""
+    after = whatif.experiment_trace(v, experiment)
+    table = whatif.next_token_change(v, trace, after, position=query)
+    return (whatif.change_figure(table, experiment, v.presenter), change_words(v, trace, after, experiment, query),
+            whatif_notes(v, knockout_search(v, layer), trace, after, experiment, query, layer))
+
+
 @dataclass
 class Change:
     before: str          # top token as it is

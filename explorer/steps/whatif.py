@@ -74,13 +74,12 @@ def next_token_change(view: View, before, after, k: int = 6, position: int = -1)
     """The tokens most likely before or after the change at `position`, with both probabilities."""
     p_before = torch.softmax(before["logits"][0, position], -1)                  # (V,)
     p_after = torch.softmax(after["logits"][0, position], -1)                    # (V,)
-    top = sorted(set(p_before.topk(k).indices.tolist()) | set(p_after.topk(k).indices.tolist()),
-                 key=lambda i: -float(p_before[i]))
+    either = torch.cat([p_before.topk(k).indices, p_after.topk(k).indices]).unique()   # (<= 2k,)
+    top = either[p_before[either].argsort(descending=True, stable=True)]         # most likely before first
     vocab = view.bundle.tokenizer.vocab
-    return pd.DataFrame({"token": [vocab[i] for i in top],
-                         "before": [float(p_before[i]) for i in top],
-                         "after": [float(p_after[i]) for i in top],
-                         "change": [float(p_after[i] - p_before[i]) for i in top]})
+    before_p, after_p = p_before[top].tolist(), p_after[top].tolist()
+    return pd.DataFrame({"token": [vocab[i] for i in top.tolist()], "before": before_p, "after": after_p,
+                         "change": (p_after[top] - p_before[top]).tolist()})
 
 
 def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool = False) -> go.Figure:
