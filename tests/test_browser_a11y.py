@@ -31,9 +31,12 @@ def settle(page) -> None:
 
 def violations(page) -> list[str]:
     """axe-core's WCAG 2.1 A/AA violations on the page as it is, one line per element."""
-    results = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}, "resultTypes": ["violations"]})
+    if not page.evaluate("() => typeof window.axe === 'object'"):      # once per document: the script is 570 KB
+        page.evaluate(axe.axe_script)
+    response = page.evaluate("options => axe.run(options)",
+                             {"runOnly": {"type": "tag", "values": WCAG_AA}, "resultTypes": ["violations"]})
     lines = []
-    for rule in results.response["violations"]:
+    for rule in response["violations"]:
         for node in rule["nodes"]:
             where = " > ".join(str(t) for t in node["target"])
             summary = " ".join((node.get("failureSummary") or "").split())
