@@ -63,10 +63,15 @@ SLOW = [
 ]
 
 
-# Files with real-browser tests besides tests/test_browser*.py. Under pytest-xdist (python3 dev.py test) these and
-# the test_browser files run one test after another on one worker, never two browser tests at once, while the other
-# workers take the rest file by file (BrowserTestsInTurn below).
+# Files with real-browser tests besides tests/test_browser*.py. Under pytest-xdist (python3 dev.py test) the browser
+# tests run in BROWSER_GROUPS, each one test after another on one worker (its own server and browser), while the other
+# workers take the rest file by file (BrowserGroups below).
 BROWSER_FILES = {"tests/test_hostile.py", "tests/test_load.py"}
+
+# The browser tests' groups, about equal in time (each 7-10 min on a quiet 2-core machine): the WCAG walk of every
+# page and tab; the walks of every page for links, the projector and the README's pictures; everything else.
+BROWSER_GROUPS = {"tests/test_browser_a11y.py": "browser-a11y", "tests/test_browser_links.py": "browser-walks",
+                  "tests/test_browser.py": "browser-walks", "tests/test_browser_presenter.py": "browser-walks"}
 
 
 def _in_browser_group(nodeid: str) -> bool:
@@ -74,19 +79,29 @@ def _in_browser_group(nodeid: str) -> bool:
     return Path(file).name.startswith("test_browser") or file in BROWSER_FILES
 
 
+def browser_group(nodeid: str) -> str | None:
+    """The browser group a test runs in (None: not a browser test)."""
+    if not _in_browser_group(nodeid):
+        return None
+    return BROWSER_GROUPS.get(nodeid.split("::", 1)[0], "browser")
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """With `--dist loadgroup`: the browser tests as one unit of work, every other file a unit of its own.
+    """With `--dist loadgroup`: each browser group as one unit of work, every other file a unit of its own, the
+    browser groups handed out first (they take longest).
     (pytest-xdist 3.8's own loadgroup reads xdist_group marks by renaming a test's node id through an attribute
     pytest 9 no longer reads: its groups are silently ignored, so the grouping is done here, by file name.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class BrowserTestsInTurn(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "browser" if _in_browser_group(nodeid) else nodeid.split("::", 1)[0]
+    config.option.loadscopereorder = False         # the collection's order: browser groups first (below)
 
-    return BrowserTestsInTurn(config, log)
+    class BrowserGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return browser_group(nodeid) or nodeid.split("::", 1)[0]
+
+    return BrowserGroups(config, log)
 
 
 def _listed(item, names: list[str]) -> bool:
@@ -107,6 +122,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if _listed(item, FRESH_CACHE):
             item.add_marker(pytest.mark.fresh_cache)
+    order = list(dict.fromkeys(browser_group(item.nodeid) for item in items if browser_group(item.nodeid)))
+    items.sort(key=lambda item: order.index(group) if (group := browser_group(item.nodeid)) else len(order))
     files = {item.nodeid.split("::", 1)[0] for item in items}
     tests = {item.nodeid.split("[", 1)[0] for item in items}
     for name in SLOW + FRESH_CACHE:
