@@ -21,12 +21,10 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 QUICK = "not browser and not slow"       # pytest's markers (pytest.ini; tests/conftest.py marks the tests)
-# Tests run in parallel (pytest-xdist). The real-browser tests are three groups (tests/conftest.py), each run one test
-# after another on a worker of its own with its own server and browser; they wait on the server and the browser for
-# about two thirds of their time (measured: 18 s of CPU in 50 s), so the whole suite has two workers per core, and
-# the quick loop, with no browser test, one per core.
-PARALLEL = ["-n", str(2 * (os.cpu_count() or 1)), "--dist", "loadgroup"]
-QUICK_PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
+# Tests run in parallel, one pytest-xdist worker per core. The real-browser tests are three groups (tests/conftest.py),
+# each run one test after another on one worker with its own server and browser, and handed out first. (Two workers
+# per core were tried: 26.5 min instead of about 33, with a lab test's 500 ms redraw missed on the overloaded machine.)
+PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
 
 
 def requirements_digest(path: Path) -> str:
@@ -68,11 +66,10 @@ def main(argv: list[str]) -> int:
         args = ["-m", "streamlit", "run", "streamlit_app.py", *extra]
     elif command == "test":
         ensure_env("requirements-dev.txt")
-        quick = "--quick" in extra
-        if quick:
+        if "--quick" in extra:
             extra = ["-m", QUICK, *[arg for arg in extra if arg != "--quick"]]
         chosen = any(arg.startswith(("-n", "--numprocesses")) for arg in extra) or "no:xdist" in extra
-        args = ["-m", "pytest", *([] if chosen else QUICK_PARALLEL if quick else PARALLEL), *extra]
+        args = ["-m", "pytest", *([] if chosen else PARALLEL), *extra]
     elif command == "bench":
         ensure_env("requirements-dev.txt")
         args = ["-m", "bench", *extra]

@@ -1,15 +1,12 @@
 """How the suite runs in parallel (python3 dev.py test): the real-browser tests in three groups, each a unit of work
 run one test after another on one worker, handed out first, and every other file a unit of its own
 (tests/conftest.py's scheduler)."""
-import os
-
 import conftest
 import dev
 
 
 def test_dev_py_runs_the_suite_in_parallel_with_the_browser_tests_in_their_groups(monkeypatch, pytestconfig):
-    assert dev.PARALLEL == ["-n", str(2 * os.cpu_count()), "--dist", "loadgroup"]
-    assert dev.QUICK_PARALLEL == ["-n", "auto", "--dist", "loadgroup"]
+    assert dev.PARALLEL == ["-n", "auto", "--dist", "loadgroup"]
     monkeypatch.setattr(pytestconfig.option, "dist", "loadgroup")
     monkeypatch.setattr(pytestconfig.option, "numprocesses", 2, raising=False)
     monkeypatch.setattr(pytestconfig.option, "tx", ["popen", "popen"], raising=False)
@@ -50,4 +47,4 @@ def test_dev_py_keeps_a_worker_count_given_on_the_command_line(monkeypatch):
     dev.main(["test", "--quick"])
     assert calls[0][1:] == ["-m", "pytest", *dev.PARALLEL, "-k", "tokenizer"]
     assert calls[1][1:] == ["-m", "pytest", "-n", "0"]
-    assert calls[2][1:] == ["-m", "pytest", *dev.QUICK_PARALLEL, "-m", dev.QUICK]
+    assert calls[2][1:] == ["-m", "pytest", *dev.PARALLEL, "-m", dev.QUICK]
