@@ -57,3 +57,4 @@ url.write(view_params(), classroom.url_params())  # the URL: this view, and the 
 st.empty()
 classroom.class_box(view.name, view.text)         # the class's box: the teacher's controls or a student's
 page.run()
+view.let_go_of_trace()                            # between runs, the server's trace cache alone holds the trace

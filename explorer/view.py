@@ -60,6 +60,33 @@ def model_key(name: str, model: torch.nn.Module) -> str:
         return _KEYS[model]
 
 
+class _HeldTrace:
+    """`View.trace`: the view's trace, held as any attribute is, until `View.let_go_of_trace` leaves it to the
+    server's trace cache alone (a weak reference). Read after that, it is the cached trace while the cache keeps it,
+    else the sentence read again (through the cache: `memo.trace`). So a visitor's session between two runs holds
+    no trace of its own, and the cache's budget bounds what all sessions' traces take (a SmolLM2 trace of 30 tokens
+    is about 44 MB)."""
+
+    def __set_name__(self, owner, name: str):
+        self.slot = "_" + name
+
+    def __get__(self, view, owner=None):
+        if view is None:
+            return None                                          # the dataclass field's default
+        held = view.__dict__.get(self.slot)
+        if not isinstance(held, weakref.ref):
+            return held
+        trace = held()
+        if trace is None:
+            from explorer import memo                            # (memo reads views; views do not read memo)
+            trace = memo.trace(view)
+            view.__dict__[self.slot] = weakref.ref(trace)
+        return trace
+
+    def __set__(self, view, trace) -> None:
+        view.__dict__[self.slot] = trace
+
+
 @dataclass
 class View:
     """Everything a page needs about the current view."""
@@ -68,10 +95,16 @@ class View:
     text: str
     presenter: bool
     prepared: Prepared | None = None   # None when the text cannot be read (then `problem` says why)
-    trace: Trace | None = None
+    trace: Trace | None = _HeldTrace()
     problem: str | None = None
     notices: list[str] = field(default_factory=list)
     phone: bool = False                # the visitor's browser says it is a phone's (explorer/app/state.py)
+
+    def let_go_of_trace(self) -> None:
+        """Hold the trace weakly from now on (the web app, once a run has drawn its page: see `_HeldTrace`)."""
+        trace = self.__dict__.get("_trace")
+        if trace is not None and not isinstance(trace, weakref.ref):
+            self.__dict__["_trace"] = weakref.ref(trace)
 
     @property
     def compact(self) -> bool:

@@ -264,3 +264,30 @@ def test_remembered_drawings_live_on_their_figure_and_go_with_it():
     del fig
     gc.collect()
     assert alive() is None                                     # nothing kept the figure (or its drawings) alive
+
+
+def test_a_view_that_let_go_of_its_trace_holds_none_and_reads_it_again_through_the_cache():
+    """Between runs a session's view holds no trace of its own (streamlit_app.py lets go after the page is drawn):
+    the cache's byte budget bounds every session's traces. Read again, it is the cached one, or computed anew."""
+    import gc
+
+    v = view_of(TINY, "the dog ran to the park")
+    logits = v.trace["logits"].clone()
+    v.let_go_of_trace()
+    assert v.trace is cache.trace(v)                                 # the cache still keeps it: the same object
+    traces = cache.stores().traces                                   # the budget lets it go:
+    with traces._lock:
+        traces.used -= traces._entries.pop((v.key, v.ids, None))[1]
+    gc.collect()
+    assert v.__dict__["_trace"]() is None                            # nothing else held it
+    torch.testing.assert_close(v.trace["logits"], logits)            # read again, through the cache
+    assert v.trace is cache.trace(v)
+
+
+def test_the_app_lets_go_of_the_trace_once_a_page_is_drawn():
+    import weakref
+
+    at = open_page("attention")
+    view = at.session_state["view"]
+    assert isinstance(view.__dict__["_trace"], weakref.ref)
+    assert view.trace is not None and view.trace["logits"].shape[1] == len(view.tokens)

@@ -147,6 +147,11 @@ def on_a_phone() -> bool:
     return "Mobi" in (st.context.headers.get("User-Agent") or "")        # (AppTest sends none)
 
 
+def _trace_file(view: View, about: dict) -> bytes:
+    """The .npz of the view's trace, made when the button is pressed (the session keeps the view, not its trace)."""
+    return trace_npz(view.trace, view.tokens, about)
+
+
 def current_view() -> View:
     """Draw the shared sidebar, read the view's state, and compute (or fetch) the trace."""
     notices: list[str] = []
@@ -197,7 +202,7 @@ def current_view() -> View:
     if view.trace is not None:
         about = {"model": name, "sentence": text, "config": bundle.model.cfg.to_dict(), "typed": view.typed}
         st.sidebar.download_button(
-            "Download this sentence's trace", data=partial(trace_npz, view.trace, view.tokens, about),
+            "Download this sentence's trace", data=partial(_trace_file, view, about),
             file_name=export_name(name, view.tokens), mime="application/octet-stream", on_click="ignore",
             key="download_trace", icon=":material/download:", width="stretch",
             help="Every named tensor of this sentence's forward pass in one .npz file. In a notebook: "
