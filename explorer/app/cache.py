@@ -1,6 +1,6 @@
 """Every server-side cache of the app, in one module: one kind of store, and one named store for each kind of value.
 
-    traces      a sentence through its model, with a what-if or for other ids     256 MB of tensors
+    traces      a sentence through its model, with a what-if or for other ids     128 MB of tensors
     per_view    what a builder makes of a view's trace: figures, searches, beams  256 values
     per_model   a result per model: a vocabulary map, its discoveries, finiteness  32 values
     per_input   a result per model and input: a patching grid                      64 values
@@ -40,7 +40,8 @@ from explorer.view import View, is_finite, model_key, trace_is_finite
 if TYPE_CHECKING:
     from explorer.steps.whatif import Experiment
 
-TRACE_BUDGET_BYTES = 256 * 2**20     # about four GPT-2 traces of 64 tokens, thousands of tiny-model ones
+TRACE_BUDGET_BYTES = 128 * 2**20     # four GPT-2 traces of 32 tokens (28 MB each), two of SmolLM2 (47 MB), thousands
+                                     # of tiny-model ones; sessions hold none between runs (View.let_go_of_trace)
 
 
 def _politely(work: Callable[[], object]) -> Callable[[], object]:
