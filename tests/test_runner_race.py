@@ -3,6 +3,7 @@ queued callbacks (the end of its page run) have gone through the event loop. The
 30 students following a teacher at 1 core) is where the race showed; here its order is checked step by step."""
 import asyncio
 import inspect
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from streamlit.runtime.app_session import AppSession, AppSessionState
@@ -30,6 +31,13 @@ class Session:
         return fragment_id in self.fragments
 
 
+def on_an_event_loop(run) -> None:
+    """Run coroutine function `run` on an event loop of its own, in a thread of its own (as Streamlit's server runs
+    its loop; a browser test's Playwright may hold this thread's loop)."""
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, run()).result()
+
+
 @pytest.fixture
 def created(monkeypatch) -> list:
     """The runs Streamlit's own _create_scriptrunner was asked to start, in order, among the loop's other events."""
@@ -54,7 +62,7 @@ def test_the_fragment_waits_for_the_stopped_runners_callbacks(created):
         created.append("request handled")
         for _ in range(3):
             await asyncio.sleep(0)
-    asyncio.run(run())
+    on_an_event_loop(run)
     assert created == ["request handled", "the end of the page run reaches the browser", ("new runner", "poll")]
     assert session._scriptrunner is not stopped
 
@@ -64,7 +72,7 @@ def test_a_full_run_and_a_first_run_start_at_once(created):
         runner_race._create_scriptrunner(Session(Runner(accepts=False)), RerunData())      # a full run (fastReruns)
         runner_race._create_scriptrunner(Session(None), RerunData(fragment_id="poll"))     # no runner yet
         created.append("request handled")
-    asyncio.run(run())
+    on_an_event_loop(run)
     assert created == [("new runner", None), ("new runner", "poll"), "request handled"]
 
 
@@ -77,7 +85,7 @@ def test_a_runner_started_meanwhile_takes_the_fragment_after_its_run(created):
         session._scriptrunner = newer                 # a click started a full run before the loop turned
         for _ in range(3):
             await asyncio.sleep(0)
-    asyncio.run(run())
+    on_an_event_loop(run)
     assert created == [] and [r.fragment_id for r in newer.asked] == ["poll"]
 
 
@@ -91,7 +99,7 @@ def test_nothing_runs_for_a_fragment_or_a_tab_that_is_gone(created):
             runner_race._create_scriptrunner(session, RerunData(fragment_id="poll"))
         for _ in range(3):
             await asyncio.sleep(0)
-    asyncio.run(run())
+    on_an_event_loop(run)
     assert created == []
 
 
