@@ -23,7 +23,8 @@ PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 QUICK = "not browser and not slow"       # pytest's markers (pytest.ini; tests/conftest.py marks the tests)
 # Tests run in parallel, one pytest-xdist worker per core. The real-browser tests are three groups (tests/conftest.py),
 # each run one test after another on one worker with its own server and browser, and handed out first. (Two workers
-# per core were tried: 26.5 min instead of about 33, with a lab test's 500 ms redraw missed on the overloaded machine.)
+# per core were tried: 26.5 min, no faster than this (24.8), and a lab test's 500 ms redraw was missed on the
+# overloaded machine.)
 PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
 
 

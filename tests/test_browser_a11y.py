@@ -27,6 +27,12 @@ def settle(page) -> None:
     if page.locator(".explorer-plot").count():
         page.wait_for_function(CHARTS_DRAWN, polling=100)
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.wait_for_function(TRANSITIONS_ENDED, polling=100)
+
+
+# No colour is still on its way (a switch to dark fades a button's background: read mid-way, a dark-mode lab button
+# once measured 3.93 to 1 between its two colours).
+TRANSITIONS_ENDED = """() => document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running')"""
 
 
 def violations(page) -> list[str]:
