@@ -64,8 +64,8 @@ class _HeldTrace:
     """`View.trace`: the view's trace, held as any attribute is, until `View.let_go_of_trace` leaves it to the
     server's trace cache alone (a weak reference). Read after that, it is the cached trace while the cache keeps it,
     else the sentence read again (through the cache: `memo.trace`). So a visitor's session between two runs holds
-    no trace of its own, and the cache's budget bounds what all sessions' traces take (a SmolLM2 trace of 30 tokens
-    is about 44 MB)."""
+    no trace of its own, and the cache's budget bounds what all sessions' traces take (a SmolLM2 trace of 29 tokens
+    is about 47 MB)."""
 
     def __set_name__(self, owner, name: str):
         self.slot = "_" + name
