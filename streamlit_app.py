@@ -5,7 +5,9 @@ import streamlit as st
 import torch
 
 from explorer.app import classroom, runner_race, url
+from explorer.app.cache import give_back_dropped_traces
 from explorer.app.lab import pause_all
+from explorer.app.layout import let_go_of_page_tensors
 from explorer.app.memory import limit_arenas
 from explorer.app.plotly_component import provide_plotly_js
 from explorer.app.state import current_view, presenter_requested, view_params
@@ -56,5 +58,9 @@ url.write(view_params(), classroom.url_params())  # the URL: this view, and the 
 # (tests/test_browser_lessons.py). An empty element takes the hit instead.
 st.empty()
 classroom.class_box(view.name, view.text)         # the class's box: the teacher's controls or a student's
-page.run()
-view.let_go_of_trace()                            # between runs, the server's trace cache alone holds the trace
+try:
+    page.run()
+finally:                                          # between runs, the server's trace cache alone holds the trace
+    view.let_go_of_trace()
+    let_go_of_page_tensors()
+    give_back_dropped_traces()

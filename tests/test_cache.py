@@ -291,3 +291,41 @@ def test_the_app_lets_go_of_the_trace_once_a_page_is_drawn():
     view = at.session_state["view"]
     assert isinstance(view.__dict__["_trace"], weakref.ref)
     assert view.trace is not None and view.trace["logits"].shape[1] == len(view.tokens)
+
+
+def test_no_page_keeps_the_trace_once_drawn_so_the_cache_alone_holds_traces():
+    """A function a page hands a widget (a format_func, a callback) is kept with the widget until the session's next
+    run, and with it every variable of the page: its trace too, unless the app lets go of the page's tensors
+    (layout.let_go_of_page_tensors). On every step page: once the cache drops the trace, nothing holds it."""
+    import gc
+    import weakref
+
+    from explorer.registry import STEPS
+
+    at = open_page("home")
+    for step in STEPS:
+        at.switch_page(step.file).run()
+        assert not at.exception, (step.slug, at.exception)
+        view = at.session_state["view"]
+        trace = weakref.ref(view.trace)
+        logits = weakref.ref(view.trace["logits"])
+        traces = cache.stores().traces
+        with traces._lock:                                   # the budget lets go of it
+            for key in [k for k, (found, _) in traces._entries.items() if found[0] is trace()]:
+                traces.used -= traces._entries.pop(key)[1]
+        gc.collect()
+        assert trace() is None and logits() is None, f"after the {step.slug} page's run something still holds its trace"
+
+
+def test_memory_goes_back_to_the_system_only_after_the_trace_store_dropped_a_trace(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cache, "give_back_freed", lambda: calls.append(1))
+    traces = cache.stores().traces
+    cache.give_back_dropped_traces()
+    before = len(calls)
+    cache.give_back_dropped_traces()
+    assert len(calls) == before                              # nothing dropped since: no call
+    traces.dropped += 1
+    cache.give_back_dropped_traces()
+    cache.give_back_dropped_traces()
+    assert len(calls) == before + 1                          # once per drop seen

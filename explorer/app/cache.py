@@ -35,6 +35,7 @@ from model.checkpoint import Bundle
 from model.transformer import Trace
 
 from explorer import memo
+from explorer.app.memory import give_back_freed
 from explorer.view import View, is_finite, model_key, trace_is_finite
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class Store:
 
     def __init__(self, budget: int, size: Callable[[object], int] = lambda value: 1):
         self.budget, self.size, self.used = budget, size, 0
+        self.dropped = 0                  # values dropped to keep to the budget, since the store was made
         self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self._running: dict[Hashable, Event] = {}
         self._lock = Lock()
@@ -103,6 +105,7 @@ class Store:
                 while self.used > self.budget and len(self._entries) > 1:
                     _, (_, dropped) = self._entries.popitem(last=False)
                     self.used -= dropped
+                    self.dropped += 1
         finally:
             with self._lock:
                 self._running.pop(key).set()
@@ -136,6 +139,19 @@ class Stores:
 def stores() -> Stores:
     """The server's one set of stores."""
     return Stores()
+
+
+_trimmed_after = [0]       # how many traces the store had dropped at the last give_back_freed
+
+
+def give_back_dropped_traces() -> None:
+    """Once the trace store has dropped a trace, return the freed memory to the system (after a run, when the
+    trace is no longer read). A trace is hundreds of tensors smaller than glibc's mmap threshold, so it frees holes
+    in the heap that the process otherwise keeps: 54 MB after 10 SmolLM2 visitors. Costs about 2 ms."""
+    dropped = stores().traces.dropped
+    if dropped != _trimmed_after[0]:
+        _trimmed_after[0] = dropped
+        give_back_freed()
 
 
 def _name(function: Callable) -> str:

@@ -5,13 +5,16 @@ User text never goes into HTML: it is shown through widgets, tables and charts, 
 """
 import contextlib
 import functools
+import sys
 import threading
 from collections.abc import Callable
 
 import pandas as pd
 import plotly.io as pio
 import streamlit as st
+import torch
 
+from model.layers import Trace
 from model.scope import scope_of
 
 from explorer.scope import input_notices, source_check, words_markdown, words_title
@@ -206,12 +209,25 @@ def unique_names(names: list[str]) -> list[str]:
 
 
 def require_trace(view: View, slug: str):
-    """Stop the page with a friendly prompt when there is no sentence to show."""
+    """The view's trace, for a page to read at its top level; stop the page with a friendly prompt when there is no
+    sentence to show. The page's own variables are let go of after its run (`let_go_of_page_tensors`)."""
     if view.trace is None:
         st.info(view.problem or "Type a sentence in the sidebar.", icon=":material/edit:")
         step_nav(slug)
         st.stop()
+    _page.variables = sys._getframe(1).f_globals          # the calling page's module namespace
     return view.trace
+
+
+def let_go_of_page_tensors() -> None:
+    """Drop the trace and the tensors the page that just ran keeps in its variables. A function a page hands a
+    widget (a `format_func`, a callback) is kept with the widget until the session's next run, and with it the
+    page's every variable: a SmolLM2 trace (42 MB) per visitor, beside the trace cache's own (tests/test_cache.py)."""
+    variables = getattr(_page, "variables", None)
+    _page.variables = None
+    for name, value in list((variables or {}).items()):
+        if isinstance(value, (Trace, torch.Tensor)):
+            del variables[name]
 
 
 _page = threading.local()             # this script run's page: the place beside its title (each session runs in its
