@@ -1,7 +1,10 @@
 """SmolLM2-135M's full shape (135M parameters, random weights: time and memory do not depend on them), written in
 the Hugging Face hub's layout to a disk cache (no network): every page's script run with its trace cached, then a
-real server with 10 visitors exploring it, and 10 more on GPT-2 small's shape beside them."""
+real server with 10 visitors exploring it, 10 more on GPT-2 small's shape beside them, and then a class of 30 led
+through a lesson on the same server (bench/cloud.py's class: a teacher and 30 websocket students)."""
+import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +22,7 @@ CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_s
           "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False}
 
 
-def run(report: Report, visitors: int = 10) -> None:
+def run(report: Report, visitors: int = 10, students: int = 30) -> None:
     from model import hub
 
     with tempfile.TemporaryDirectory() as folder:
@@ -27,12 +30,15 @@ def run(report: Report, visitors: int = 10) -> None:
         smollm2_shaped_snapshot(cache, hub.SMOLLM2)
         gpt2_shaped_snapshot(cache, hub.GPT2)
         pages(report, cache, name="smollm2", area=AREA)
-        server(report, cache, visitors)
+        server(report, cache, visitors, students)
 
 
-def server(report: Report, cache: Path, visitors: int) -> None:
-    """A real server: `visitors` Chromium tabs exploring SmolLM2 on the step pages, then as many more on GPT-2."""
+def server(report: Report, cache: Path, visitors: int, students: int) -> None:
+    """A real server: `visitors` Chromium tabs exploring SmolLM2 on the step pages, then as many more on GPT-2, then
+    (with every tab still open) a class of `students` led from tinytales steps onto a GPT-2 step."""
     from playwright.sync_api import sync_playwright
+
+    from .cloud import lead
 
     slugs = step_slugs()
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
@@ -45,9 +51,16 @@ def server(report: Report, cache: Path, visitors: int) -> None:
         for i, tab in enumerate(tabs[visitors:]):
             open_view(tab, base, slugs[i % len(slugs)], model="gpt2", text=f"{SENTENCE} {i}")
         both = report.record("smollm2.with_gpt2_mb", rss_mb(process.pid))
+        with ThreadPoolExecutor(1) as thread:             # Playwright's loop runs in this one: the class's in its own
+            out = thread.submit(asyncio.run, lead(base, students, lambda: rss_mb(process.pid))).result()
+        in_class = report.record("smollm2.with_class_mb", max(out["rss_mb"], rss_mb(process.pid)))
         browser.close()
     report.line(AREA, f"server: {visitors} visitors exploring SmolLM2 {alone:.0f} MB; with {visitors} more on GPT-2 "
-                      f"{both:.0f} MB (one pretrained model in memory at a time: explorer/app/models.py)")
+                      f"{both:.0f} MB (the cache keeps one pretrained model; a session that still shows the other keeps "
+                      f"it too: explorer/app/models.py); and a class of {students} led onto a GPT-2 step beside them "
+                      f"{in_class:.0f} MB (the largest seen)")
+    if out["problems"]:
+        raise RuntimeError(f"the class showed an exception: {out['problems'][:3]}")
 
 
 def smollm2_shaped_snapshot(cache: Path, spec, seed: int = 0) -> Path:

@@ -106,6 +106,8 @@ TARGETS = [
     Target("smollm2.server_mb", "server memory with 10 visitors exploring SmolLM2", 1300, AT_MOST, "MB"),
     Target("smollm2.with_gpt2_mb", "server memory with 10 visitors on SmolLM2 and 10 more on GPT-2 small", 2700,
            AT_MOST, "MB"),
+    Target("smollm2.with_class_mb", "server memory with those 20 visitors and a class of 30 led onto a GPT-2 step",
+           2700, AT_MOST, "MB"),
     # issue 24: a live class on one server
     Target("classroom.follow_p95_s", "60 students following the teacher's Next (poll + their run), p95", 2, AT_MOST, "s"),
     Target("classroom.answers_counted", "60 answers sent together, all counted exactly once (1: yes)", 1, AT_LEAST),
