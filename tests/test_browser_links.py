@@ -197,11 +197,12 @@ def visit(page, app_url: str, case: Case, arrive: bool = True) -> tuple[Case, st
 
 
 def reopen(chromium, visits: list[tuple[Case, str, dict]]) -> None:
-    """Open each link in a browser context of its own (no cookies, storage or cache from the first view), all at
-    once, and check each shows what its first view showed."""
-    contexts = [chromium.new_context(viewport=VIEWPORT) for _ in visits]
+    """Open each link in a tab of a fresh browser context (no cookies, storage or cache from the first view), all at
+    once, and check each shows what its first view showed. (Each tab is a Streamlit session of its own, as a
+    student's is; one context for them all lets them share the app's downloaded scripts.)"""
+    contexts = [chromium.new_context(viewport=VIEWPORT)]
     try:
-        pages = [context.new_page() for context in contexts]
+        pages = [contexts[0].new_page() for _ in visits]
         for page, (_, link, _) in zip(pages, visits):
             page.set_default_timeout(BROWSER_TIMEOUT_MS)
             page.goto(link, wait_until="commit")
