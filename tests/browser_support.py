@@ -1,7 +1,7 @@
 """A real server and a real browser for the browser tests: the benchmark's own (bench/live.py), so tests and
 benchmark start the app and wait for it the same way, plus what only tests do: a phone's browser, and what a
 first screen shows (which element is a view's main one, and how much of it is on screen)."""
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlsplit
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -131,3 +131,38 @@ SMALL_TARGETS = """([within, least]) => {
 def small_targets(page, within: str = "[data-testid=stMain], [data-testid=stHeader]") -> list[dict]:
     """Every control a finger taps in `within` that is less than FINGERTIP px high: {what, height}."""
     return page.evaluate(SMALL_TARGETS, [within, FINGERTIP])
+
+
+# --- nothing leaves the classroom: every request goes to the app's own server --------------------------------
+
+LOCAL_SCHEMES = {"data", "blob", "about"}          # made inside the page, never fetched from a host
+
+
+def elsewhere(urls: list[str], app_url: str) -> list[str]:
+    """The URLs that do not go to the app's own host and port."""
+    own = urlsplit(app_url).netloc
+    return [url for url in urls if urlsplit(url).scheme not in LOCAL_SCHEMES and urlsplit(url).netloc != own]
+
+
+def first_visit(chromium, viewport: dict):
+    """A fresh browser profile (nothing cached: a student's first visit) and its page, which logs every request and
+    websocket in `page.requests`; close the context after."""
+    context = chromium.new_context(viewport=viewport)
+    page = context.new_page()
+    page.requests = []
+    context.on("request", lambda request: page.requests.append(request.url))
+    page.on("websocket", lambda socket: page.requests.append(socket.url))
+    return context, page
+
+
+def only_the_app_was_asked(page, app_url: str) -> None:
+    """Every request the page made (scripts, styles, fonts, images, its websocket, charts) went to the app's own
+    server, and the log saw them: the websocket, Streamlit's own fonts, and plotly.js for a page with charts."""
+    from explorer.app.plotly_component import PLOTLY_JS
+
+    page.evaluate("() => document.fonts.ready")             # every font the page uses has loaded
+    assert any(url.startswith("ws") for url in page.requests), page.requests
+    assert any(url.endswith(".woff2") for url in page.requests), page.requests
+    if page.locator(".explorer-plot").count():
+        assert any(url.endswith(f"/app/static/{PLOTLY_JS.name}") for url in page.requests), page.requests
+    assert elsewhere(page.requests, app_url) == []

@@ -130,39 +130,49 @@ def test_html_in_the_sentence_is_shown_as_text_and_never_runs(tab, app_url):
 
 SHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots"
 README_SECTIONS = {"residual": "Logit lens", "attention": "Who looks at whom"}      # the tab a page's README picture shows (else its first)
+README_PICTURES = {False: ["home", "attention", "residual", "prediction", LAB.slug], True: ["attention"]}  # docs/screenshots/
+
+# The page's content height once it has kept it for 5 polls in a row (100 ms apart) with every chart drawn: a chart
+# drawn only once visible can make the page grow again.
+_SETTLED_HEIGHT = """() => {
+  const height = Math.max(document.documentElement.scrollHeight,
+    ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer]')].map(e => e.scrollHeight));
+  const drawn = [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes');
+  const s = window.__height || {};
+  window.__height = {last: height, same: drawn && s.last === height ? (s.same || 0) + 1 : 0};
+  return window.__height.same >= 5 ? height : null;
+}"""
+
+
+def settled_height(tab) -> int:
+    tab.evaluate("() => { window.__height = null; }")
+    return tab.wait_for_function(_SETTLED_HEIGHT, polling=100).json_value()
 
 
 @pytest.mark.parametrize("presenter", [False, True])
-def test_screenshots_of_every_page_for_the_readme(tab, app_url, presenter):
-    """Full-page screenshots into build/screenshots/ (the README's pictures are copied from there)."""
+def test_screenshots_of_the_readme_pages(tab, app_url, presenter):
+    """Full-page screenshots of the README's pictures into build/screenshots/ (docs/screenshots/ are copied from
+    there): the window made as tall as the page's content, so the picture holds all of it."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     tab.set_viewport_size({"width": 1280, "height": 900})
-    for step in [*STEPS, LAB]:
+    for slug in README_PICTURES[presenter]:
         query = {"presenter": 1} if presenter else {}
-        if step.slug in README_SECTIONS:
-            query["section"] = README_SECTIONS[step.slug]
-        open_view(tab, app_url, step.slug, **query)
+        if slug in README_SECTIONS:
+            query["section"] = README_SECTIONS[slug]
+        open_view(tab, app_url, slug, **query)
         if "section" in query:                          # a link opens that tab
             expect(tab.get_by_role("tab", name=query["section"])).to_have_attribute("aria-selected", "true")
-        if step.slug not in WITHOUT_CHARTS | {LAB.slug}:
-            assert rendered_plots(tab) > 0, step.slug
-        tab.wait_for_timeout(500)
+        if slug not in WITHOUT_CHARTS | {LAB.slug}:
+            assert rendered_plots(tab) > 0, slug
         # Streamlit scrolls inside its own container, so a "full page" screenshot stops at the window:
         # make the window as tall as the page's content instead, then shoot it whole.
-        height = 900
-        for _ in range(4):                # charts drawn only once visible can make the page grow again
-            if (height := tab.evaluate(_CONTENT_HEIGHT)) == tab.viewport_size["height"]:
+        for _ in range(4):
+            if (height := settled_height(tab)) == tab.viewport_size["height"]:
                 break
             tab.set_viewport_size({"width": 1280, "height": min(height, 8000)})
-            tab.wait_for_timeout(800)
-        assert tab.viewport_size["height"] == min(tab.evaluate(_CONTENT_HEIGHT), 8000), step.slug  # all of it
-        path = SHOTS / f"{step.slug}{'-presenter' if presenter else ''}.png"
+        assert tab.viewport_size["height"] == min(settled_height(tab), 8000), slug      # all of it
+        path = SHOTS / f"{slug}{'-presenter' if presenter else ''}.png"
         tab.screenshot(path=str(path))
         tab.set_viewport_size({"width": 1280, "height": 900})
         assert path.stat().st_size > 20_000, f"{path.name} looks empty"
-        assert tab.locator("[data-testid='stException']").count() == 0, step.slug
-
-
-# The height of the page's content: the tallest of Streamlit's scrolling main area and the document.
-_CONTENT_HEIGHT = """() => Math.max(document.documentElement.scrollHeight,
-  ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer]')].map(e => e.scrollHeight))"""
+        assert tab.locator("[data-testid='stException']").count() == 0, slug

@@ -6,12 +6,17 @@ encoder-decoder page and presenter mode (with and without high contrast), at a p
 phone's 390 x 844, with the device set to light and to dark. Any violation fails, charts included, with the rule,
 where it is and what is wrong; so does a page that scrolls sideways on the phone (reflow, which axe does not
 check). axe-core comes with axe-playwright-python: nothing is downloaded.
+
+The walk over every page and tab also checks what else a visit to each view must show: no exception on any tab,
+and every request and websocket goes to the app's own server (each page is walked in a fresh browser profile,
+nothing cached, as a student's first visit: tests/test_browser_network.py).
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from bench.live import CHARTS_DRAWN
-from browser_support import open_view, wait_until_run
+from browser_support import first_visit, only_the_app_was_asked, open_view, wait_until_run
+from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, NAVIGATION
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
@@ -73,6 +78,8 @@ def check_all_schemes(page, what: str, found: list[str]) -> None:
         page.emulate_media(color_scheme=scheme)
         settle(page)
         found += [f"[{what}, {scheme}] {line}" for line in violations(page)]
+    if errors := page.locator("[data-testid=stException]").all_inner_texts():
+        found.append(f"[{what}] the page shows an exception: {errors[0][:300]}")
     if page.viewport_size["width"] < 500 and (wide := page.evaluate(TOO_WIDE)):
         found.append(f"[{what}] reflow (WCAG 1.4.10): {wide}")
 
@@ -103,21 +110,26 @@ def report(found: list[str]) -> str:
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("slug", PAGES)
-def test_every_page_and_tab_has_no_wcag_violation(tab, app_url, slug, size):
+def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, slug, size):
     width, height = SIZES[size]
-    tab.set_viewport_size({"width": width, "height": height})
-    query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
-    open_view(tab, app_url, slug, **query)
-    found: list[str] = []
-    labels = BY_SLUG[slug].labels
-    check_all_schemes(tab, f"{slug}, {size}" + (f", tab {labels[0]!r}" if labels else ""), found)
-    for label in labels[1:]:
-        open_tab(tab, label)
-        check_all_schemes(tab, f"{slug}, {size}, tab {label!r}", found)
-    if slug == "discoveries":
-        reveal_a_discovery(tab)
-        check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
-    assert not found, report(found)
+    context, tab = first_visit(chromium, {"width": width, "height": height})
+    tab.set_default_timeout(BROWSER_TIMEOUT_MS)
+    try:
+        query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
+        open_view(tab, app_url, slug, **query)
+        found: list[str] = []
+        labels = BY_SLUG[slug].labels
+        check_all_schemes(tab, f"{slug}, {size}" + (f", tab {labels[0]!r}" if labels else ""), found)
+        for label in labels[1:]:
+            open_tab(tab, label)
+            check_all_schemes(tab, f"{slug}, {size}, tab {label!r}", found)
+        if slug == "discoveries":
+            reveal_a_discovery(tab)
+            check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
+        assert not found, report(found)
+        only_the_app_was_asked(tab, app_url)
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("slug", PAGES)
