@@ -56,8 +56,9 @@ if cross.open:
         if panel.open:
             with panel:
                 a, b = st.columns(2)
+                rows = encoder_decoder.row_labels(v, trace)     # a label per row: the trace is gone after the run
                 row = a.selectbox("Target row", range(len(encoder_decoder.written(v, trace))), key="s2s_row",
-                                  format_func=lambda t: encoder_decoder.row_labels(v, trace)[t])
+                                  format_func=rows.__getitem__)
                 col = b.selectbox("Source column", range(len(v.tokens)), key="s2s_col",
                                   format_func=lambda s: f"{s}: {v.tokens[s]}")
                 st.markdown("\n".join(encoder_decoder.math_lines(v, trace, layer, head, row, col)))
