@@ -1,17 +1,14 @@
-"""Every chart on a phone (390 x 844), and on a projector in presenter mode (1366 x 768): no two pieces of chart
-text on top of each other, none cut off, no chart scrolling sideways; on the phone, every control a finger taps at
-least 44 px high.
-
+"""Every chart on a phone (390 x 844): no two pieces of chart text on top of each other, none cut off, no chart
+scrolling sideways; every control a finger taps at least 44 px high. (The same measure on a projector in presenter
+mode runs in the projector's walk over every tab, tests/test_browser_presenter.py.)
 Opens every page and every tab the registry lists, waits for its charts to be drawn, and reads the bounding box
 of each text element plotly.js drew (titles, tick labels, cell labels, legend entries, annotations, colour bars)
 from the rendered SVG, and the height of every button, radio choice, toggle, select box and panel header.
 """
-import pytest
 
-from browser_support import PHONE, PROJECTOR, open_view, small_targets
+from browser_support import PHONE, open_view, small_targets
 from explorer.registry import BY_SLUG
 
-SIZES = {"phone": (PHONE, {}), "projector": ({"viewport": PROJECTOR}, {"presenter": 1})}
 
 # Every page and tab; the encoder-decoder page with a model it explains, the lab with one finished run would need
 # training (its Plotly charts are checked through the same component elsewhere).
@@ -75,33 +72,35 @@ def measure_view(page, app_url, slug, section, **extra) -> dict:
     return {**page.evaluate(MEASURE, 2), "small": small_targets(page)}
 
 
-@pytest.mark.parametrize("size", SIZES)
-def test_no_chart_text_overlaps_or_is_cut_and_a_phones_controls_fit_a_finger(size, chromium, app_url):
-    device, query = SIZES[size]
-    phone = size == "phone"
-    context = chromium.new_context(**device)
+def chart_text_problems(found: dict) -> tuple[dict, dict]:
+    """Of the views measured ({(slug, section): MEASURE's result}): the overlapping texts and the cut ones, by view."""
+    for (slug, section), r in found.items():
+        if r["overlaps"] or r["cut"]:
+            print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
+                  f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
+    return ({view: r["overlaps"] for view, r in found.items() if r["overlaps"]},
+            {view: r["cut"] for view, r in found.items() if r["cut"]})
+
+
+def test_no_chart_text_overlaps_or_is_cut_and_a_phones_controls_fit_a_finger(chromium, app_url):
+    context = chromium.new_context(**PHONE)
     page = context.new_page()
     page.set_default_timeout(60_000)
     found = {}
     try:
         for slug, section in VIEWS:
-            result = measure_view(page, app_url, slug, section, **query)
+            result = measure_view(page, app_url, slug, section)
             assert page.locator("[data-testid='stException']").count() == 0, (slug, section)
             found[(slug, section)] = result
     finally:
         context.close()
     charts = sum(r["charts"] for r in found.values())
-    overlaps = {view: r["overlaps"] for view, r in found.items() if r["overlaps"]}
-    cut = {view: r["cut"] for view, r in found.items() if r["cut"]}
-    for (slug, section), r in found.items():
-        if r["overlaps"] or r["cut"]:
-            print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
-                  f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
-    small = {view: r["small"] for view, r in found.items() if r["small"]} if phone else {}
-    print(f"{size}: {len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
-          f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views"
-          + (f"; {sum(map(len, small.values()))} controls under 44 px in {len(small)} views: "
-             f"{sorted({(t['what'], t['height']) for r in small.values() for t in r})[:20]}" if phone else ""))
+    overlaps, cut = chart_text_problems(found)
+    small = {view: r["small"] for view, r in found.items() if r["small"]}
+    print(f"phone: {len(VIEWS)} views, {charts} charts: {sum(map(len, overlaps.values()))} overlapping pairs in "
+          f"{len(overlaps)} views, {sum(map(len, cut.values()))} cut labels in {len(cut)} views; "
+          f"{sum(map(len, small.values()))} controls under 44 px in {len(small)} views: "
+          f"{sorted({(t['what'], t['height']) for r in small.values() for t in r})[:20]}")
     assert charts >= 30
     assert not overlaps, overlaps
     assert not cut, cut

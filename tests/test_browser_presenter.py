@@ -1,6 +1,7 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
 figures use the content width, no tab or link label is cut off, the camera button downloads a figure, and at
-1366 x 768 every tab's main chart is whole on the first screen with the knobs of a live demo in reach."""
+1366 x 768 every tab's main chart is whole on the first screen, with no chart text on top of another or cut off
+(tests/test_browser_phone_charts.py's measure), and the knobs of a live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
@@ -8,6 +9,7 @@ from browser_support import PROJECTOR, first_screen, main_element, open_view
 from explorer.registry import ENCODER_DECODER, STEPS
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
+from test_browser_phone_charts import MEASURE, chart_text_problems
 
 TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
 SCREENS = [(1366, 768), (1920, 1080)]
@@ -135,6 +137,9 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
     assert all(p["inside"] for p in seen["plots"]), (slug, label, [p["title"] for p in seen["plots"] if not p["inside"]])
     repeated = [h for h in seen["headings"] if h in seen["chartTitles"] or seen["headings"].count(h) > 1]
     assert not repeated, (slug, label, repeated)                         # no heading says a title again
+    tab.evaluate("() => document.fonts.ready")
+    overlaps, cut = chart_text_problems({(slug, label): tab.evaluate(MEASURE, 2)})
+    assert not overlaps and not cut, (overlaps, cut)                     # every chart's text readable
 
 
 def test_a_projector_keeps_the_knobs_of_a_live_demo_in_reach(tab, app_url):
