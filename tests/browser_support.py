@@ -6,6 +6,7 @@ from urllib.parse import quote_plus, urlsplit
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from bench.live import CHROMIUM, ROOT, launch, open_view, rss_mb, serve, wait_until_run  # noqa: F401
+from explorer.registry import ENCODER_DECODER, STEPS
 
 
 def type_sentence(page, text: str) -> None:
@@ -36,6 +37,13 @@ NO_CHART = {("tokenization", "The vocabulary"): "[data-testid=stDataFrame]",
             ("encoder-decoder", "Decoding step by step"): "[data-testid=stDataFrame]",
             ("encoder-decoder", "What if?"): "[data-testid=stRadio]"}
 CHARTLESS_PAGES = {"home", "class", "discoveries", "training"}     # no Plotly chart until a student acts
+
+# A projector's views: every tab of every page that explains a model, and the prediction page (which has none). The
+# projector walk (tests/test_browser_presenter.py) opens each in presenter mode, and checks the first tab of each
+# page for WCAG too (tests/test_browser_a11y.py checks the other pages, and every page in high contrast).
+PROJECTOR_VIEWS = [(page.slug, label) for page in [*STEPS, ENCODER_DECODER] for label in page.labels] \
+    + [("prediction", None)]
+PROJECTOR_FIRST_TABS = {slug: label for slug, label in reversed(PROJECTOR_VIEWS)}     # page -> its first tab (or None)
 
 
 def main_element(slug: str, label: str | None) -> tuple[str, str | None] | None:
