@@ -152,10 +152,11 @@ def elsewhere(urls: list[str], app_url: str) -> list[str]:
     return [url for url in urls if urlsplit(url).scheme not in LOCAL_SCHEMES and urlsplit(url).netloc != own]
 
 
-def first_visit(chromium, viewport: dict):
-    """A fresh browser profile (nothing cached: a student's first visit) and its page, which logs every request and
-    websocket in `page.requests`; close the context after."""
-    context = chromium.new_context(viewport=viewport)
+def first_visit(chromium, device: dict):
+    """A fresh browser profile (nothing cached: a student's first visit) on `device` (a browser context's arguments:
+    PHONE, or a viewport) and its page, which logs every request and websocket in `page.requests`; close the
+    context after."""
+    context = chromium.new_context(**device)
     page = context.new_page()
     page.requests = []
     context.on("request", lambda request: page.requests.append(request.url))

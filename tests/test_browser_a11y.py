@@ -3,7 +3,8 @@
 axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every tab (each tab is opened with a
 click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
 encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
-phone's 390 x 844, with the device set to light and to dark. Any violation fails, charts included, with the rule,
+phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone), with the device set to light and
+to dark. Any violation fails, charts included, with the rule,
 where it is and what is wrong; so does a page that scrolls sideways on the phone (reflow, which axe does not
 check). axe-core comes with axe-playwright-python: nothing is downloaded.
 
@@ -15,12 +16,13 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from bench.live import CHARTS_DRAWN
-from browser_support import PROJECTOR_FIRST_TABS, first_visit, only_the_app_was_asked, open_view, wait_until_run
+from browser_support import (PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, first_visit, only_the_app_was_asked, open_view,
+                             wait_until_run)
 from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, NAVIGATION
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-SIZES = {"desktop": (1366, 768), "phone": (390, 844)}
+DEVICES = {"desktop": {"viewport": PROJECTOR}, "phone": PHONE}       # a phone's screen, touch and User-Agent: its layout
 SCHEMES = ["light", "dark"]
 axe = Axe()
 ENCODER_DECODER_VIEW = {"model": "translate", "text": "the red cat sleeps"}
@@ -85,8 +87,10 @@ def check_all_schemes(page, what: str, found: list[str]) -> None:
 
 
 def open_tab(page, label: str) -> None:
-    """Click a tab open, as a student does, and wait for its content (drawn only when open)."""
-    page.get_by_role("tab", name=label, exact=True).click()
+    """Click a tab open, as a student does, near the top of its label, and wait for its content (drawn only when
+    open). (On a phone a table's toolbar, shown on touch screens, covers the lower part of the tab row below it:
+    the encoder-decoder's "What if?" beside "Decoding step by step".)"""
+    page.get_by_role("tab", name=label, exact=True).click(position={"x": 12, "y": 6})
     page.wait_for_function("label => [...document.querySelectorAll('[role=tab][aria-selected=true]')]"
                            ".some(t => t.innerText.trim() === label)", arg=label)
     settle(page)
@@ -108,11 +112,10 @@ def report(found: list[str]) -> str:
     return f"{len(found)} WCAG 2.1 AA violation(s):\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", DEVICES)
 @pytest.mark.parametrize("slug", PAGES)
 def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, slug, size):
-    width, height = SIZES[size]
-    context, tab = first_visit(chromium, {"width": width, "height": height})
+    context, tab = first_visit(chromium, DEVICES[size])
     tab.set_default_timeout(BROWSER_TIMEOUT_MS)
     try:
         query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
