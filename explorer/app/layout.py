@@ -222,7 +222,8 @@ def require_trace(view: View, slug: str):
 def let_go_of_page_tensors() -> None:
     """Drop the trace and the tensors the page that just ran keeps in its variables. A function a page hands a
     widget (a `format_func`, a callback) is kept with the widget until the session's next run, and with it the
-    page's every variable: a SmolLM2 trace (42 MB) per visitor, beside the trace cache's own (tests/test_cache.py)."""
+    page's every variable: a SmolLM2 trace (42 MB) per visitor, beside the trace cache's own (tests/test_cache.py).
+    So a function a page hands a widget, or a fragment it reruns, reads the view (`v.trace`), not the page's `trace`."""
     variables = getattr(_page, "variables", None)
     _page.variables = None
     for name, value in list((variables or {}).items()):
