@@ -21,6 +21,7 @@ from model.config import ACTIVATIONS, LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KI
 from model.generate import generate
 from model.presets import PRESETS as MODEL_PRESETS
 from model.presets import SEQ2SEQ_PRESETS, Recipe, build_tokenizer, corpus_texts
+from model.seeding import seeded
 from model.seq2seq import EncoderDecoder, beam_search
 from model.tokenizers import TOKENIZERS, Tokenizer
 from model.trainer import OPTIMIZERS, SCHEDULES, PairTrainer, TrainConfig, Trainer
@@ -370,18 +371,6 @@ def new_run(setup: LabSetup, label: str, user_text: str | None = None, seed: int
               training_data=text_training_data(setup.task, train_text, val_text), lengths=lengths)
     run.snapshot()
     return run
-
-
-_SEEDING = threading.Lock()
-
-
-def seeded(seed: int, build, cfg: ModelConfig):
-    """`build(cfg)` with torch's global random numbers seeded `seed`, as one thread at a time: two sessions (or a
-    Discoveries card's background run) starting runs at once would otherwise draw from one shared generator in turns
-    and the same seed would give different weights. The generator's state is put back for everyone else."""
-    with _SEEDING, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build(cfg)
 
 
 def digit_lengths(text: str) -> tuple[int, int]:
