@@ -79,7 +79,7 @@ def wait_until_run(page) -> None:
     to start) its run has ended with the page drawn (RUN_ENDED)."""
     page.wait_for_selector("[data-testid='stApp']")
     page.wait_for_timeout(300)
-    page.wait_for_function(RUN_ENDED)
+    page.wait_for_function(RUN_ENDED, polling=100)     # every animation frame ("raf") would cost the CPU the run needs
 
 
 def open_view(page, app_url: str, slug: str, **query) -> None:

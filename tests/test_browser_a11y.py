@@ -15,7 +15,7 @@ nothing cached, as a student's first visit: tests/test_browser_network.py).
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from bench.live import CHARTS_DRAWN
+from bench.live import CHARTS_DRAWN, RUN_ENDED
 from browser_support import (PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, first_visit, only_the_app_was_asked, open_view,
                              wait_until_run)
 from conftest import BROWSER_TIMEOUT_MS
@@ -28,9 +28,23 @@ axe = Axe()
 ENCODER_DECODER_VIEW = {"model": "translate", "text": "the red cat sleeps"}
 
 
-def settle(page) -> None:
-    """Wait for the script run, and for every chart on the page to be drawn."""
-    wait_until_run(page)
+# Every chart is drawn in the page's colour scheme: after a switch, the charts ask for the run that draws them anew
+# (explorer/app/components/chart.js, `followTheme`), and the run has ended (bench/live.py RUN_ENDED, without
+# waiting for one to start: a chart drawn in the new scheme comes from it).
+IN_SCHEME = """scheme => [...document.querySelectorAll('.explorer-plot')].every(p => p.dataset.drawn === 'yes'
+                                                                              && p.dataset.theme === scheme)
+                         && (""" + RUN_ENDED.split("=>", 1)[1] + ")"
+
+
+def in_scheme(page, scheme: str) -> None:
+    """Wait until the page shows `scheme` everywhere, its charts included (IN_SCHEME)."""
+    page.wait_for_function(IN_SCHEME, arg=scheme, polling=100)
+
+
+def settle(page, rerun: bool = True) -> None:
+    """Wait for the script run (`rerun`: the last action started one), and for every chart on the page to be drawn."""
+    if rerun:
+        wait_until_run(page)
     if page.locator(".explorer-plot").count():
         page.wait_for_function(CHARTS_DRAWN, polling=100)
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
@@ -73,12 +87,13 @@ TOO_WIDE = """() => {
 }"""
 
 
-def check_all_schemes(page, what: str, found: list[str]) -> None:
-    """Run axe with the device set to light, then dark; add what it finds to `found`, saying where. On a phone,
-    also whether the page scrolls sideways."""
-    for scheme in SCHEMES:
+def check_all_schemes(page, what: str, found: list[str], schemes: list[str] = SCHEMES) -> None:
+    """Run axe with the device set to light, then dark (or `schemes`); add what it finds to `found`, saying where.
+    On a phone, also whether the page scrolls sideways."""
+    for scheme in schemes:
         page.emulate_media(color_scheme=scheme)
-        settle(page)
+        in_scheme(page, scheme)
+        settle(page, rerun=False)
         found += [f"[{what}, {scheme}] {line}" for line in violations(page)]
     if errors := page.locator("[data-testid=stException]").all_inner_texts():
         found.append(f"[{what}] the page shows an exception: {errors[0][:300]}")

@@ -87,3 +87,20 @@ def test_charts_follow_the_page_theme_and_masked_cells_are_one_grey(theme, chrom
         assert (_luminance(ink) > 0.5) == (theme == "dark")  # titles light on dark, dark on light
     finally:
         context.close()
+
+
+def test_charts_follow_the_device_when_it_switches_between_light_and_dark_on_an_open_page(tab, app_url):
+    """A phone turns dark at sunset with the page open: Streamlit restyles the page without a run, and the charts
+    ask for the run that draws them in the new theme (chart.js, `followTheme`); and back to light."""
+    tab.emulate_media(color_scheme="light")
+    open_view(tab, app_url, "attention", section="Who looks at whom")
+    tab.wait_for_function(CHARTS_DRAWN)
+    for scheme in ("dark", "light"):
+        tab.emulate_media(color_scheme=scheme)
+        tab.wait_for_function("scheme => [...document.querySelectorAll('.explorer-plot')]"
+                              ".every(p => p.dataset.theme === scheme && p.dataset.drawn === 'yes')", arg=scheme)
+        app = tab.evaluate("() => getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+        charts = tab.evaluate(CHARTS)
+        assert len(charts) == 2 and (_luminance(app) < 0.2) == (scheme == "dark")
+        for chart in charts:                                  # the chart's paper is the page's own background
+            assert abs(_luminance(chart["paper"]) - _luminance(app)) < 0.02, (scheme, chart["title"], chart["paper"])

@@ -155,7 +155,7 @@ def chart(fig, where=st, *, key: str, description: str | None = None, clickable:
     figure = once_per_figure(fig, ("json", theme), lambda: figure_json(fig, template_json(*theme)))
     label = once_per_figure(fig, ("label", description), lambda: describe(fig, description))
     clicked = plotly_chart(figure, key, chart_config(fig, key), label, where, clickable,
-                           screen=bool(st.session_state.get("presenter")))
+                           screen=bool(st.session_state.get("presenter")), theme=theme[0])
     if once_per_figure(fig, ("tables",), lambda: has_tables(fig)):
         with contextlib.nullcontext() if where is st else where:
             table_panel(fig, key)

@@ -72,12 +72,14 @@ _component = st.components.v2.component("explorer_plotly", js=front_end("chart.j
 
 
 def plotly_chart(figure: dict | str, key: str, config: dict, label: str, where=st, clickable: bool = False,
-                 screen: bool = False) -> dict | None:
+                 screen: bool = False, theme: str | None = None) -> dict | None:
     """Draw `figure` (a figure as a dict, e.g. `fig.to_dict()`, or its JSON) in `where` (a container, a column; by default where
     the page is) as the chart named `key`, announced to a screen reader as `label`: the same key on the next run
     updates the same chart in place. With `clickable`, returns the point a click just chose ({"x", "y", "curve",
     "point", "customdata"}) on the run that click starts, else None. With `screen` (presenter mode), a chart taller
-    than the room left below its top on the first screen is drawn lower, so the whole of it shows without scrolling."""
+    than the room left below its top on the first screen is drawn lower, so the whole of it shows without scrolling.
+    `theme` ("light", "dark") is the page's theme the figure is drawn for: when the device switches to the other,
+    the chart asks for a run, which draws it in the new one (chart.js, `followTheme`)."""
     if not provide_plotly_js():
         where.plotly_chart(json.loads(figure) if isinstance(figure, str) else figure, config=config,
                            key=f"chart_{key}", alt=label, theme=None)
@@ -85,6 +87,7 @@ def plotly_chart(figure: dict | str, key: str, config: dict, label: str, where=s
     figure = figure if isinstance(figure, str) else pio.to_json(figure, validate=False)
     with contextlib.nullcontext() if where is st else where:
         result = _component(data={"figure": figure, "config": config, "label": label, "plotly": PLOTLY_JS.name,
-                                  "clickable": clickable, "screen": screen},
-                            key=f"chart_{key}", **({"on_click_change": lambda: None} if clickable else {}))
+                                  "clickable": clickable, "screen": screen, "theme": theme},
+                            key=f"chart_{key}", on_theme_change=lambda: None,
+                            **({"on_click_change": lambda: None} if clickable else {}))
     return getattr(result, "click", None) if clickable else None

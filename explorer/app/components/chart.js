@@ -328,6 +328,37 @@ function quietToolbar(plot) {
   plot.querySelectorAll(".modebar-btn, .modebar a").forEach(b => b.setAttribute("tabindex", "-1"));
 }
 
+// The page's theme ("light" or "dark"), read as Streamlit infers it: from the app's background colour.
+function pageTheme() {
+  const app = document.querySelector("[data-testid=stApp]");
+  const rgb = (app ? getComputedStyle(app).backgroundColor : "").match(/[\d.]+/g);
+  if (!rgb) return null;
+  const [r, g, b] = rgb.map(Number);
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b < 128 ? "dark" : "light";
+}
+
+// A chart is drawn in the theme the server saw on its run (`data.theme`). When the device switches between light and
+// dark (a phone at sunset), Streamlit restyles the page without a run, so the charts would keep the old theme: the
+// first chart to notice asks for a run, once per change, and that run sends every chart in the new theme.
+function followTheme(plot) {
+  const drawnIn = plot.dataset.theme, now = pageTheme();
+  if (!drawnIn || !now || drawnIn === now || window.__explorerThemeAsked === now) return;
+  window.__explorerThemeAsked = now;
+  plot.__send("theme", now);
+}
+
+function watchTheme() {
+  if (window.__explorerThemeWatch) return;
+  window.__explorerThemeWatch = true;
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+    // after Streamlit has restyled the page (two frames), any chart still drawn in the other theme
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      const stale = [...document.querySelectorAll(".explorer-plot[data-drawn=yes]")].find(p => p.__send);
+      if (stale) followTheme(stale);
+    }));
+  });
+}
+
 export default function ({ parentElement, data, setTriggerValue }) {
   let frame = parentElement.querySelector(".explorer-chart");
   let plot = parentElement.querySelector(".explorer-plot");
@@ -385,9 +416,13 @@ export default function ({ parentElement, data, setTriggerValue }) {
         plot.__afterplot = () => { if (!isDiagram(plot.layout || {})) declutter(plot); quietToolbar(plot); };
         plot.on("plotly_afterplot", plot.__afterplot);
       }
+      plot.dataset.theme = data.theme || "";
       plot.dataset.drawn = "yes";
+      if (plot.dataset.theme === pageTheme()) window.__explorerThemeAsked = null;   // in step: ask at the next change
+      followTheme(plot);
     });
   };
+  watchTheme();
   plot.__draw = draw;
   loadPlotly(data.plotly).then(draw).then(() => {
     if (!plot.__watcher) {
