@@ -175,3 +175,55 @@ def only_the_app_was_asked(page, app_url: str) -> None:
     if page.locator(".explorer-plot").count():
         assert any(url.endswith(f"/app/static/{PLOTLY_JS.name}") for url in page.requests), page.requests
     assert elsewhere(page.requests, app_url) == []
+
+
+# --- chart text on a phone and a projector: none on top of another, none cut ------------------------------------
+
+# For every chart (the WCAG walk on a phone and the projector's first-screen walk measure every view with it): the
+# visible text elements' boxes (hover labels excluded: they appear under the finger) and the chart's own box. Two texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when
+# it reaches more than `slack` pixels outside the chart's box or the window. A chart whose frame scrolls sideways is
+# cut too: a student sees part of it and does not know there is more.
+MEASURE = """slack => {
+  const overlaps = [], cut = [];
+  const visible = el => {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.display === 'none' || s.visibility === 'hidden' || +s.opacity === 0) return false;
+    }
+    return true;
+  };
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const box = plot.querySelector('.main-svg').getBoundingClientRect();
+    const frame = plot.closest('.explorer-chart');
+    const name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
+    if (frame && (frame.getBoundingClientRect().right > window.innerWidth + slack
+                  || frame.scrollWidth > frame.clientWidth + slack))
+      cut.push([name, '(the chart is wider than the window: its frame scrolls sideways)']);
+    const texts = [...plot.querySelectorAll('svg text')]
+      .filter(t => !t.closest('.hoverlayer') && t.textContent.trim() && visible(t))
+      .map(t => ({text: t.textContent.trim(), r: t.getBoundingClientRect()}))
+      .filter(t => t.r.width > 0 && t.r.height > 0);
+    for (const t of texts) {
+      if (t.r.left < box.left - slack || t.r.right > box.right + slack || t.r.top < box.top - slack ||
+          t.r.bottom > box.bottom + slack || t.r.left < -slack || t.r.right > window.innerWidth + slack)
+        cut.push([name, t.text]);
+    }
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const a = texts[i].r, b = texts[j].r;
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > slack && h > slack) overlaps.push([name, texts[i].text, texts[j].text]);
+    }
+  }
+  return {charts: document.querySelectorAll('.js-plotly-plot').length, overlaps, cut};
+}"""
+
+
+def chart_text_problems(found: dict) -> tuple[dict, dict]:
+    """Of the views measured ({(slug, section): MEASURE's result}): the overlapping texts and the cut ones, by view."""
+    for (slug, section), r in found.items():
+        if r["overlaps"] or r["cut"]:
+            print(f"{slug} / {section}: {len(r['overlaps'])} overlapping, e.g. {r['overlaps'][:3]}; "
+                  f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
+    return ({view: r["overlaps"] for view, r in found.items() if r["overlaps"]},
+            {view: r["cut"] for view, r in found.items() if r["cut"]})

@@ -315,6 +315,15 @@ def browser_context(chromium):
     context.close()
 
 
+@pytest.fixture(scope="session")
+def second_profile(chromium):
+    """Another browser profile, where a link made in the first one (or a fresh one) is reopened: nothing from the
+    first view (cookies, storage, its Streamlit session) is there; the app's scripts are cached once here too."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000})
+    yield context
+    context.close()
+
+
 @pytest.fixture
 def tab(browser_context, app_url):
     """A fresh tab (a new Streamlit session) that records any JavaScript dialog it is shown."""

@@ -31,18 +31,6 @@ def selectbox_value(page, label: str) -> str:
     return page.locator(f"[data-testid='stSelectbox'] input[aria-label='{label}']").input_value()
 
 
-@pytest.mark.parametrize("slug", [step.slug for step in STEPS])
-def test_every_page_opens_without_errors_and_draws_its_figures(tab, app_url, slug):
-    open_view(tab, app_url, slug)
-    errors = tab.locator("[data-testid='stException']")
-    assert errors.count() == 0, errors.first.inner_text()
-    title = next(step.title for step in STEPS if step.slug == slug)
-    expect(tab.locator("h1").first).to_contain_text(title)
-    if slug not in WITHOUT_CHARTS:
-        assert rendered_plots(tab) > 0, f"the {slug} page drew no Plotly figure"
-        assert tab.locator(".js-plotly-plot").count() > 0
-
-
 def test_typing_a_sentence_in_the_sidebar_updates_the_page(tab, app_url):
     open_view(tab, app_url, "prediction")
     last = DEFAULT_SENTENCE.split()[-1]

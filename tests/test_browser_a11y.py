@@ -14,18 +14,23 @@ nothing cached, as a student's first visit: tests/test_browser_network.py).
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import expect
 
 from bench.live import CHARTS_DRAWN, RUN_ENDED
-from browser_support import (PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, first_visit, only_the_app_was_asked, open_view,
+from browser_support import (CHARTLESS_PAGES, MEASURE, PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, first_visit,
+                             chart_text_problems, only_the_app_was_asked, open_view, small_targets,
                              wait_until_run)
 from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, NAVIGATION
+from test_browser_links import Case, reopen, visit
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 DEVICES = {"desktop": {"viewport": PROJECTOR}, "phone": PHONE}       # a phone's screen, touch and User-Agent: its layout
 SCHEMES = ["light", "dark"]
 axe = Axe()
 ENCODER_DECODER_VIEW = {"model": "translate", "text": "the red cat sleeps"}
+QUERY = {"encoder-decoder": ENCODER_DECODER_VIEW,
+         "prediction": {"token": 3}}                 # an earlier token: its chart marks the word that came next
 
 
 # Every chart is drawn in the page's colour scheme: after a switch, the charts ask for the run that draws them anew
@@ -88,10 +93,12 @@ TOO_WIDE = """() => {
 
 
 def check_all_schemes(page, what: str, found: list[str], schemes: list[str] = SCHEMES) -> None:
-    """Run axe with the device set to light, then dark (or `schemes`); add what it finds to `found`, saying where.
-    On a phone, also whether the page scrolls sideways."""
-    for scheme in schemes:
-        page.emulate_media(color_scheme=scheme)
+    """Run axe with the device set to light and to dark (or `schemes`), the one it is in first; add what it finds to
+    `found`, saying where. On a phone, also whether the page scrolls sideways."""
+    now = scheme_now(page)
+    for scheme in sorted(schemes, key=lambda s: s != now):
+        if scheme != now:
+            page.emulate_media(color_scheme=scheme)
         in_scheme(page, scheme)
         settle(page, rerun=False)
         found += [f"[{what}, {scheme}] {line}" for line in violations(page)]
@@ -127,27 +134,53 @@ def report(found: list[str]) -> str:
     return f"{len(found)} WCAG 2.1 AA violation(s):\n" + "\n".join(found)
 
 
+def scheme_now(page) -> str:
+    return "dark" if page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches") else "light"
+
+
 @pytest.mark.parametrize("size", DEVICES)
 @pytest.mark.parametrize("slug", PAGES)
-def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, slug, size):
-    context, tab = first_visit(chromium, DEVICES[size])
+def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_profile, slug, size):
+    """Every view of the page (each tab, and a revealed card) in a fresh profile: WCAG 2.1 AA in light and dark, no
+    exception, the page's own title, its charts drawn, every request to the app's own server. On a desktop each
+    view's link reopens it exactly in another profile (tests/test_browser_links.py, `visit` and `reopen`). On a
+    phone, every chart's text is whole and apart and every control fits a finger
+    (browser_support's MEASURE and small_targets); there dark is checked on the page's first view only: a
+    scheme's colours are the same at every width, and each tab's phone layout is checked in light."""
+    phone = size == "phone"
+    context, tab = first_visit(chromium, {**DEVICES[size], "color_scheme": "dark" if phone else "light"})
     tab.set_default_timeout(BROWSER_TIMEOUT_MS)
+    page = BY_SLUG[slug]
+    labels = page.labels or [None]
+    found: list[str] = []
+    measured, visits, charts = {}, [], 0
     try:
-        query = ENCODER_DECODER_VIEW if slug == "encoder-decoder" else {}
-        open_view(tab, app_url, slug, **query)
-        found: list[str] = []
-        labels = BY_SLUG[slug].labels
-        check_all_schemes(tab, f"{slug}, {size}" + (f", tab {labels[0]!r}" if labels else ""), found)
-        for label in labels[1:]:
-            open_tab(tab, label)
-            check_all_schemes(tab, f"{slug}, {size}, tab {label!r}", found)
+        open_view(tab, app_url, slug, **QUERY.get(slug, {}))
+        expect(tab.locator("[data-testid=stMain] h1").first).to_contain_text(page.title)
+        for n, label in enumerate(labels):
+            if n:
+                open_tab(tab, label)
+            what = f"{slug}, {size}" + (f", tab {label!r}" if label else "")
+            check_all_schemes(tab, what, found, SCHEMES if not phone or n == 0 else ["light"])
+            charts += tab.locator(".js-plotly-plot").count()
+            if phone:
+                measured[(slug, label)] = {**tab.evaluate(MEASURE, 2), "small": small_targets(tab)}
+            else:
+                visits.append(visit(tab, app_url, Case(what, slug, QUERY.get(slug, {}), tab=label), arrive=False))
         if slug == "discoveries":
             reveal_a_discovery(tab)
             check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
         assert not found, report(found)
         only_the_app_was_asked(tab, app_url)
+        assert slug in CHARTLESS_PAGES or charts > 0, f"the {slug} page drew no chart"
     finally:
         context.close()
+    if phone:
+        overlaps, cut = chart_text_problems(measured)
+        small = {view: r["small"] for view, r in measured.items() if r["small"]}
+        assert not overlaps and not cut and not small, (overlaps, cut, small)
+    else:
+        reopen(second_profile, visits)
 
 
 @pytest.mark.parametrize("slug", PAGES)

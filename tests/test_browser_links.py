@@ -1,7 +1,8 @@
-"""A view is a URL (issue 24): in real Chromium, every page and every tab, and a few choices made through the page
-(a layer, head and token, the what-ifs, the temperature, a lab preset with a changed knob, one discovery card),
-reopen exactly from the page's own link in a fresh browser: the same URL parameters after the run, the same open
-tab, the same widget values and notices, the same chart titles."""
+"""A view is a URL (issue 24): in real Chromium, a few choices made through the page (a layer, head and token, the
+what-ifs, the temperature, a lab preset with a changed knob, one discovery card) reopen exactly from the page's own
+link in another browser profile: the same URL parameters after the run, the same open tab, the same widget values
+and notices, the same chart titles. Every page and every tab reopens from its link in the WCAG walk
+(tests/test_browser_a11y.py), with `visit` and `reopen` from here."""
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -10,9 +11,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from conftest import BROWSER_TIMEOUT_MS
-from explorer.registry import BY_SLUG, ENCODER_DECODER, LAB, NAVIGATION
-
-VIEWPORT = {"width": 1280, "height": 1000}         # the shared browser profile's (tests/conftest.py)
+from explorer.registry import BY_SLUG, LAB
 
 # What a visitor sees of the view, read from the page: every widget's value (main area and sidebar), the open tabs,
 # which panels are open, the notices and hints, and the Plotly charts' titles in the main area.
@@ -148,13 +147,6 @@ class Case:
     look: Callable | None = None                   # what a visitor opens to see it (both views), not in a link
 
 
-def tabs_of(page) -> list[Case]:
-    """Page `page` as a visitor opens it, tab after tab (the encoder-decoder page on its sort model)."""
-    start = {"model": "sort"} if page is ENCODER_DECODER else {}
-    return ([Case(f"{page.slug}/{name}", page.slug, start, tab=label) for name, label in page.tabs]
-            or [Case(page.slug, page.slug, start)])
-
-
 ATTENTION, FEEDFORWARD, RESIDUAL = BY_SLUG["attention"], BY_SLUG["feedforward"], BY_SLUG["residual"]
 CHOICES = [                                           # choices made through the page, not its defaults
     Case("attention/layer-head-token", "attention", tab=ATTENTION.tab("who-looks"), act=layer_head_token),
@@ -196,13 +188,12 @@ def visit(page, app_url: str, case: Case, arrive: bool = True) -> tuple[Case, st
     return case, link, first
 
 
-def reopen(chromium, visits: list[tuple[Case, str, dict]]) -> None:
-    """Open each link in a tab of a fresh browser context (no cookies, storage or cache from the first view), all at
-    once, and check each shows what its first view showed. (Each tab is a Streamlit session of its own, as a
-    student's is; one context for them all lets them share the app's downloaded scripts.)"""
-    contexts = [chromium.new_context(viewport=VIEWPORT)]
+def reopen(profile, visits: list[tuple[Case, str, dict]]) -> None:
+    """Open each link in a tab of `profile`, a browser profile where no first view was made (no cookies, storage or
+    session from it: tests/conftest.py `second_profile`), all at once, and check each shows what its first view
+    showed. (Each tab is a Streamlit session of its own, as a student's is.)"""
+    pages = [profile.new_page() for _ in visits]
     try:
-        pages = [contexts[0].new_page() for _ in visits]
         for page, (_, link, _) in zip(pages, visits):
             page.set_default_timeout(BROWSER_TIMEOUT_MS)
             page.goto(link, wait_until="commit")
@@ -213,15 +204,13 @@ def reopen(chromium, visits: list[tuple[Case, str, dict]]) -> None:
                 case.look(page)
             assert seen(page) == first, case.name
     finally:
-        for context in contexts:
-            context.close()
+        for page in pages:
+            page.close()
 
 
-@pytest.mark.parametrize("page", NAVIGATION, ids=lambda p: p.slug)
-def test_every_tab_of_every_page_reopens_exactly_from_its_link(tab, chromium, app_url, page):
-    reopen(chromium, [visit(tab, app_url, case, arrive=i == 0) for i, case in enumerate(tabs_of(page))])
-
+# Every tab of every page reopens from its link in the WCAG walk, which opens each of them on a desktop
+# (tests/test_browser_a11y.py, test_every_page_and_tab_has_no_wcag_violation).
 
 @pytest.mark.parametrize("case", CHOICES, ids=lambda c: c.name)
-def test_a_choice_made_on_the_page_reopens_exactly_from_its_link(tab, chromium, app_url, case):
-    reopen(chromium, [visit(tab, app_url, case)])
+def test_a_choice_made_on_the_page_reopens_exactly_from_its_link(tab, second_profile, app_url, case):
+    reopen(second_profile, [visit(tab, app_url, case)])

@@ -1,15 +1,15 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
 figures use the content width, no tab or link label is cut off, the camera button downloads a figure, and at
 1366 x 768 every tab's main chart is whole on the first screen, with no chart text on top of another or cut off
-(tests/test_browser_phone_charts.py's measure), and the knobs of a live demo in reach."""
+(browser_support's MEASURE, as on a phone in the WCAG walk), and the knobs of a live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import PROJECTOR, PROJECTOR_FIRST_TABS, PROJECTOR_VIEWS, first_screen, main_element, open_view
+from browser_support import (MEASURE, PROJECTOR, PROJECTOR_FIRST_TABS, PROJECTOR_VIEWS, chart_text_problems,
+                             first_screen, main_element, open_view)
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
 from test_browser_a11y import check_all_schemes, report
-from test_browser_phone_charts import MEASURE, chart_text_problems
 
 TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
 SCREENS = [(1366, 768), (1920, 1080)]
