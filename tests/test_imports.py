@@ -7,6 +7,7 @@
 - no import cycles.
 """
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,20 @@ def project_files() -> dict[str, Path]:
 FILES = project_files()
 
 
-def imports_of(name: str) -> set[str]:
+@functools.cache
+def syntax(path: Path) -> ast.Module:
+    """A file's syntax tree, read once for every test here."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def imports_of(name: str) -> frozenset[str]:
     """Every module `name` imports (anywhere in the file, lazily inside a function too), as absolute names;
     `from package import module` counts as importing that module."""
     path = FILES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -49,7 +57,7 @@ def imports_of(name: str) -> set[str]:
                 base = ".".join(parent + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in FILES}
-    return found
+    return frozenset(found)
 
 
 def internal(names: set[str]) -> set[str]:
@@ -137,7 +145,7 @@ def test_the_rules_catch_a_breach(tmp_path):
 def our_module_aliases(path: Path) -> list[tuple[str, str]]:
     """(module, alias) for every `import ... as alias` of one of the project's own modules in `path`."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax(path)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in PACKAGES:
             out += [(f"{node.module}.{a.name}", a.asname) for a in node.names
                     if a.asname and f"{node.module}.{a.name}" in FILES]               # a module, not a function

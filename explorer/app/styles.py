@@ -72,9 +72,9 @@ h3 { font-size: 1.4rem !important; }
 # phone): the small first screen's rules, little empty space above a smaller title and in the class box, a page's
 # pickers side by side however narrow (explorer/app/layout.py, `picker_row`), the column of a page's main chart first
 # (`main_chart`), and every button, tab, radio choice, toggle and panel header at least 44 px high, a fingertip's size
-# (tests/test_browser_phone_charts.py measures them): a help mark keeps its size with a 44 px target around it, a
-# chart's hover toolbar keeps its own. The server folds the words of a
-# phone's pages (its User-Agent says it is a phone: explorer/app/state.py, `on_a_phone`).
+# (the WCAG walk on a phone, tests/test_browser_a11y.py, measures them): a help mark keeps its size with a 44 px
+# target around it, a chart's hover toolbar keeps its own. The server folds the words of a phone's pages (its
+# User-Agent says it is a phone: explorer/app/state.py, `on_a_phone`).
 NARROW = 640
 PHONE_CSS = f"""<style>
 @media (max-width: {NARROW}px) {{""" + SMALL_SCREEN_RULES + """
