@@ -3,14 +3,18 @@
 axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every tab (each tab is opened with a
 click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
 encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
-phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone), with the device set to light and
-to dark. Any violation fails, charts included, with the rule,
-where it is and what is wrong; so does a page that scrolls sideways on the phone (reflow, which axe does not
-check). axe-core comes with axe-playwright-python: nothing is downloaded.
+phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone). Every view is checked with the
+device set to light, each page's first view in dark too; every tab is checked in dark in presenter mode by the
+projector's walk (tests/test_browser_presenter.py), since a scheme's colours do not change with the size. Any
+violation fails, charts included, with the rule, where it is and what is wrong; so does a page that scrolls
+sideways on the phone (reflow, which axe does not check). axe-core comes with axe-playwright-python: nothing is
+downloaded.
 
 The walk over every page and tab also checks what else a visit to each view must show: no exception on any tab,
-and every request and websocket goes to the app's own server (each page is walked in a fresh browser profile,
-nothing cached, as a student's first visit: tests/test_browser_network.py).
+the page's title and its charts drawn, every request and websocket to the app's own server (each page is walked in
+a fresh browser profile, nothing cached, as a student's first visit); on a desktop, each view's own link reopens
+it exactly (tests/test_browser_links.py); on a phone, no chart text on another or cut, and every control a
+finger's size.
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -141,14 +145,15 @@ def scheme_now(page) -> str:
 @pytest.mark.parametrize("size", DEVICES)
 @pytest.mark.parametrize("slug", PAGES)
 def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_profile, slug, size):
-    """Every view of the page (each tab, and a revealed card) in a fresh profile: WCAG 2.1 AA in light and dark, no
-    exception, the page's own title, its charts drawn, every request to the app's own server. On a desktop each
-    view's link reopens it exactly in another profile (tests/test_browser_links.py, `visit` and `reopen`). On a
-    phone, every chart's text is whole and apart and every control fits a finger
-    (browser_support's MEASURE and small_targets); there dark is checked on the page's first view only: a
-    scheme's colours are the same at every width, and each tab's phone layout is checked in light."""
+    """Every view of the page (each tab, and a revealed card) in a fresh profile: WCAG 2.1 AA, no exception, the
+    page's own title, its charts drawn, every request to the app's own server. On a desktop each view's link reopens
+    it exactly in another profile (tests/test_browser_links.py, `visit` and `reopen`). On a phone, every chart's text
+    is whole and apart and every control fits a finger (browser_support's MEASURE and small_targets).
+    Every view is checked in light; dark on the page's first view, and on every tab in the projector's walk
+    (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every size,
+    so each tab is checked once in each scheme, and each layout in light."""
     phone = size == "phone"
-    context, tab = first_visit(chromium, {**DEVICES[size], "color_scheme": "dark" if phone else "light"})
+    context, tab = first_visit(chromium, {**DEVICES[size], "color_scheme": "dark"})
     tab.set_default_timeout(BROWSER_TIMEOUT_MS)
     page = BY_SLUG[slug]
     labels = page.labels or [None]
@@ -161,7 +166,7 @@ def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_prof
             if n:
                 open_tab(tab, label)
             what = f"{slug}, {size}" + (f", tab {label!r}" if label else "")
-            check_all_schemes(tab, what, found, SCHEMES if not phone or n == 0 else ["light"])
+            check_all_schemes(tab, what, found, SCHEMES if n == 0 else ["light"])
             charts += tab.locator(".js-plotly-plot").count()
             if phone:
                 measured[(slug, label)] = {**tab.evaluate(MEASURE, 2), "small": small_targets(tab)}

@@ -189,23 +189,20 @@ def visit(page, app_url: str, case: Case, arrive: bool = True) -> tuple[Case, st
 
 
 def reopen(profile, visits: list[tuple[Case, str, dict]]) -> None:
-    """Open each link in a tab of `profile`, a browser profile where no first view was made (no cookies, storage or
-    session from it: tests/conftest.py `second_profile`), all at once, and check each shows what its first view
-    showed. (Each tab is a Streamlit session of its own, as a student's is.)"""
-    pages = [profile.new_page() for _ in visits]
+    """Open each link in `profile`, a browser profile where no first view was made (no cookies, storage or session
+    from it: tests/conftest.py `second_profile`), one after another in one tab (each load a Streamlit session of its
+    own, as a student's is), and check each shows what its first view showed."""
+    page = profile.new_page()
+    page.set_default_timeout(BROWSER_TIMEOUT_MS)
     try:
-        for page, (_, link, _) in zip(pages, visits):
-            page.set_default_timeout(BROWSER_TIMEOUT_MS)
-            page.goto(link, wait_until="commit")
-        for page, (case, link, first) in zip(pages, visits):
-            page.bring_to_front()                 # a tab in the background does not draw
+        for case, link, first in visits:
+            page.goto(link)
             settle(page)
             if case.look:
                 case.look(page)
             assert seen(page) == first, case.name
     finally:
-        for page in pages:
-            page.close()
+        page.close()
 
 
 # Every tab of every page reopens from its link in the WCAG walk, which opens each of them on a desktop
