@@ -2,7 +2,8 @@
 figures use the content width, no tab or link label is cut off, the camera button downloads a figure, and at
 1366 x 768 every tab's main chart is whole on the first screen, with no chart text on top of another or cut off
 (browser_support's MEASURE, as on a phone in the WCAG walk) and no WCAG 2.1 AA violation in dark (the WCAG walk
-checks every tab in light), and the knobs of a live demo in reach."""
+checks every tab in light; each page's first tab is opened in high contrast and checked in light and dark too),
+and the knobs of a live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
@@ -121,7 +122,9 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
     tab.set_viewport_size(PROJECTOR)
     tab.emulate_media(color_scheme="dark")                # a dark room's projector (the WCAG walk's tabs are light)
     tab.add_init_script("window.localStorage.clear()")     # a browser keeps a sidebar it opened: start as a new one
-    query = {"presenter": 1, **(SORT if slug == "encoder-decoder" else {})} | ({"section": label} if label else {})
+    first = PROJECTOR_FIRST_TABS[slug] == label           # a page's first tab: with high contrast
+    query = {"presenter": 1, **(SORT if slug == "encoder-decoder" else {})} | ({"section": label} if label else {}) \
+        | ({"high_contrast": 1} if first else {})
     open_view(tab, app_url, slug, **query)
     if (slug, label) == ("why", "Patching"):                        # the page suggests a second sentence
         tab.get_by_role("button", name="Try").click()
@@ -140,9 +143,9 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
     tab.evaluate("() => document.fonts.ready")
     overlaps, cut = chart_text_problems({(slug, label): tab.evaluate(MEASURE, 2)})
     assert not overlaps and not cut, (overlaps, cut)                     # every chart's text readable
-    found: list[str] = []                     # WCAG 2.1 AA in dark on every tab, in light too on the first
-    check_all_schemes(tab, f"{slug}, presenter, tab {label!r}", found,
-                      SCHEMES if PROJECTOR_FIRST_TABS[slug] == label else ["dark"])
+    found: list[str] = []                     # WCAG 2.1 AA in dark; the first tab in high contrast, light and dark
+    check_all_schemes(tab, f"{slug}, presenter{', high contrast' if first else ''}, tab {label!r}", found,
+                      SCHEMES if first else ["dark"])
     assert not found, report(found)
 
 
