@@ -342,7 +342,7 @@ function pageTheme() {
 // first chart to notice asks for a run, once per change, and that run sends every chart in the new theme.
 function followTheme(plot) {
   const drawnIn = plot.dataset.theme, now = pageTheme();
-  if (!drawnIn || !now || drawnIn === now || window.__explorerThemeAsked === now) return;
+  if (!plot.__send || !now || drawnIn === now || window.__explorerThemeAsked === now) return;
   window.__explorerThemeAsked = now;
   plot.__send("theme", now);
 }
@@ -351,11 +351,16 @@ function watchTheme() {
   if (window.__explorerThemeWatch) return;
   window.__explorerThemeWatch = true;
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-    // after Streamlit has restyled the page (two frames), any chart still drawn in the other theme
-    requestAnimationFrame(() => requestAnimationFrame(() => {
-      const stale = [...document.querySelectorAll(".explorer-plot[data-drawn=yes]")].find(p => p.__send);
+    // Streamlit restyles the page in its own time (later on a busy machine): look every 100 ms, for up to 10 s,
+    // for a chart drawn in the other theme than the page's
+    let looks = 0;
+    const look = setInterval(() => {
+      const now = pageTheme();
+      const stale = [...document.querySelectorAll(".explorer-plot[data-drawn=yes]")]
+        .find(p => p.__send && p.dataset.theme !== now);
       if (stale) followTheme(stale);
-    }));
+      if (stale || ++looks >= 100) clearInterval(look);
+    }, 100);
   });
 }
 
@@ -416,7 +421,7 @@ export default function ({ parentElement, data, setTriggerValue }) {
         plot.__afterplot = () => { if (!isDiagram(plot.layout || {})) declutter(plot); quietToolbar(plot); };
         plot.on("plotly_afterplot", plot.__afterplot);
       }
-      plot.dataset.theme = data.theme || "";
+      plot.dataset.theme = data.theme === "dark" ? "dark" : "light";     // as the server drew it (explorer/plot.py)
       plot.dataset.drawn = "yes";
       if (plot.dataset.theme === pageTheme()) window.__explorerThemeAsked = null;   // in step: ask at the next change
       followTheme(plot);
