@@ -180,9 +180,10 @@ def only_the_app_was_asked(page, app_url: str) -> None:
 # --- chart text on a phone and a projector: none on top of another, none cut ------------------------------------
 
 # For every chart (the WCAG walk on a phone and the projector's first-screen walk measure every view with it): the
-# visible text elements' boxes (hover labels excluded: they appear under the finger) and the chart's own box. Two texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when
-# it reaches more than `slack` pixels outside the chart's box or the window. A chart whose frame scrolls sideways is
-# cut too: a student sees part of it and does not know there is more.
+# visible text elements' boxes (hover labels excluded: they appear under the finger) and the chart's own box. Two
+# texts overlap when their boxes share more than `slack` pixels both ways; a text is cut when it reaches more than
+# `slack` pixels outside the chart's box or the window. A chart whose frame scrolls sideways is cut too: a student
+# sees part of it and does not know there is more.
 MEASURE = """slack => {
   const overlaps = [], cut = [];
   const visible = el => {
