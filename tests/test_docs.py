@@ -15,6 +15,7 @@
   and a link to a heading (`figures.md#the-test-suite`) finds that heading.
 """
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -93,15 +94,15 @@ def comments_and_docstrings(path: Path) -> str:
     return "\n".join(parts)
 
 
-def texts() -> dict[Path, str]:
-    """Every text the checks read: the documents whole, the settings whole, the Python files' docstrings and
-    comments."""
-    out = {path: path.read_text() for path in [README, *DOCS, *SETTINGS]}
-    out |= {path: comments_and_docstrings(path) for path in PYTHON}
-    return out
+# Every file whose text the checks read: the documents and the settings whole, the Python files' docstrings and
+# comments (`text_of`; read when its test runs, not when the tests are collected).
+TEXT_FILES = sorted([README, *DOCS, *SETTINGS, *PYTHON], key=lambda path: str(path.relative_to(ROOT)))
 
 
-TEXTS = texts()
+@functools.cache
+def text_of(path: Path) -> str:
+    """What the checks read of `path`: a Python file's docstrings and comments, any other file whole."""
+    return comments_and_docstrings(path) if path.suffix == ".py" else path.read_text()
 
 
 def defines(module: Path, name: str) -> bool:
@@ -197,22 +198,22 @@ def test_the_readme_gives_the_commands_ci_runs():
 # --- every path and dotted name ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", sorted(TEXTS, key=where), ids=where)
+@pytest.mark.parametrize("path", TEXT_FILES, ids=where)
 def test_every_path_a_text_names_exists(path):
-    missing = sorted({word for word in paths_in(TEXTS[path]) if not exists(word, path.parent)})
+    missing = sorted({word for word in paths_in(text_of(path)) if not exists(word, path.parent)})
     assert not missing, f"{where(path)} names paths that do not exist: {missing}"
 
 
-@pytest.mark.parametrize("path", sorted(TEXTS, key=where), ids=where)
+@pytest.mark.parametrize("path", TEXT_FILES, ids=where)
 def test_every_dotted_name_of_our_code_a_text_names_exists(path):
-    wrong = sorted({f"{name}: {problem}" for name in DOTTED.findall(URL.sub(" ", TEXTS[path]))
+    wrong = sorted({f"{name}: {problem}" for name in DOTTED.findall(URL.sub(" ", text_of(path)))
                     if (problem := dotted_problem(name))})
     assert not wrong, f"{where(path)} names code that does not exist: {wrong}"
 
 
-@pytest.mark.parametrize("path", sorted(TEXTS, key=where), ids=where)
+@pytest.mark.parametrize("path", TEXT_FILES, ids=where)
 def test_every_file_and_name_pair_a_text_names_exists(path):
-    wrong = sorted({f"{file}, {name}" for file, name in PAIR.findall(TEXTS[path])
+    wrong = sorted({f"{file}, {name}" for file, name in PAIR.findall(text_of(path))
                     if (ROOT / file).exists() and name not in defined_anywhere(ROOT / file)})
     assert not wrong, f"{where(path)} names something a file does not define: {wrong}"
 

@@ -69,14 +69,17 @@ def internal(names: set[str]) -> set[str]:
     return out
 
 
-GRAPH = {name: internal(imports_of(name)) - {name} for name in FILES}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each project module -> the project modules it imports (built when a test first asks, not at collection)."""
+    return {name: internal(imports_of(name)) - {name} for name in FILES}
 
 
 def reach(name: str) -> set[str]:
     """Every project module `name` imports, directly or through others."""
     seen, todo = set(), [name]
     while todo:
-        for other in GRAPH[todo.pop()]:
+        for other in graph()[todo.pop()]:
             if other not in seen:
                 seen.add(other)
                 todo.append(other)
@@ -114,13 +117,13 @@ def test_a_pure_module_reaches_no_streamlit_through_another_module(name):
 
 @pytest.mark.parametrize("name", sorted(n for n in FILES if n.startswith("explorer")))
 def test_explorer_never_imports_pages(name):
-    assert not [n for n in GRAPH[name] if n.startswith("pages.") or n == "streamlit_app"]
+    assert not [n for n in graph()[name] if n.startswith("pages.") or n == "streamlit_app"]
 
 
 def test_there_is_no_import_cycle():
     cycles = []
     for name in FILES:
-        for other in GRAPH[name]:
+        for other in graph()[name]:
             if name in reach(other) and not (name.startswith(other + ".") or other.startswith(name + ".")):
                 cycles.append(tuple(sorted((name, other))))
     assert not sorted(set(cycles)), f"modules that import each other, directly or through others: {sorted(set(cycles))}"
@@ -132,14 +135,14 @@ def test_the_rules_catch_a_breach(tmp_path):
     bad.write_text("import streamlit as st\nfrom explorer.app import state\n")
     FILES["explorer.steps.bad"] = bad
     try:
-        GRAPH["explorer.steps.bad"] = internal(imports_of("explorer.steps.bad"))
+        graph()["explorer.steps.bad"] = internal(imports_of("explorer.steps.bad"))
         assert "streamlit" in imports_of("explorer.steps.bad") and "explorer.app.state" in reach("explorer.steps.bad")
         with pytest.raises(AssertionError):
             test_streamlit_is_imported_only_by_the_web_app("explorer.steps.bad")
         with pytest.raises(AssertionError):
             test_a_pure_module_reaches_no_streamlit_through_another_module("explorer.steps.bad")
     finally:
-        del FILES["explorer.steps.bad"], GRAPH["explorer.steps.bad"]
+        del FILES["explorer.steps.bad"], graph()["explorer.steps.bad"]
 
 
 def our_module_aliases(path: Path) -> list[tuple[str, str]]:
