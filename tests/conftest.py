@@ -29,6 +29,7 @@ APP = str(ROOT / "streamlit_app.py")
 # round float32 sums differently (a relative 3e-6), more than the tests' exact-value tolerance.
 torch.set_num_threads(1)
 
+
 # Every wait in a real browser (Playwright's expect and a tab's own actions) gives up after this long: generous,
 # so that a busy 2-core machine turns nothing red (a rerun after a click took longer than Playwright's 5 s there).
 BROWSER_TIMEOUT_MS = 30_000
@@ -42,7 +43,9 @@ FRESH_CACHE = [
 ]
 
 # The slowest tests that need no browser, left out of the quick loop: together about two thirds of the
-# non-browser suite's time (`pytest -m "not browser" --durations=30` shows them). A file name marks all its tests.
+# non-browser suite's time (`pytest -m "not browser" --durations=30` shows them), and every test of the quick loop
+# that took over a second (not counting a file's first, which imports what its file needs). A file name marks all
+# its tests; a name with [parameters] marks that one.
 SLOW = [
     "tests/test_bundled_seq2seq.py::test_the_sort_checkpoint_is_reproduced_by_the_training_command",   # trains sort
     "tests/test_bundled_seq2seq.py::test_each_meets_its_exact_match_on_held_out_pairs_and_is_small",
@@ -64,6 +67,34 @@ SLOW = [
     "tests/test_class_replicas.py",                  # redis-server and two replica processes
     "tests/test_class_lecture.py",                   # ten students answer the whole lecture (AppTest)
     "tests/test_questions.py::test_gpt2s_long_word_and_its_questions_are_answered_as_its_own_forward_pass_says",
+    # the quick loop's own slowest (1 to 8 s each on 2 workers): most train a lab run or build a model's real shape
+    "tests/test_smollm2_app.py::test_every_page_and_tab_runs_with_smollm2_on_its_own_numbers",        # SmolLM2's shape
+    "tests/test_attribution.py::test_the_parts_add_up_on_a_gpt2_layout_model",                         # GPT-2's shape
+    "tests/test_lab.py::test_long_runs_tick_less_often_and_train_longer_per_tick",
+    "tests/test_lab.py::test_a_finished_run_appears_in_the_model_picker_and_the_walk_through_reads_it",
+    "tests/test_lab.py::test_pause_pressed_while_a_tick_trains_leaves_the_run_paused",
+    "tests/test_lab_encoder_decoder.py::test_gradient_flow_shows_every_parameters_mean_and_largest_gradient_"
+    "when_opened",
+    "tests/test_lab_views.py::test_runs_are_compared_within_the_active_runs_task_with_short_labels",
+    "tests/test_lab_views.py::test_the_compare_chart_says_what_it_plots",
+    "tests/test_lab_views.py::test_compared_runs_are_averaged_over_the_same_steps_however_their_ticks_were_cut",
+    "tests/test_lab_diverge.py::test_a_diverged_model_is_never_published_nor_downloadable_and_reset_and_start_work",
+    "tests/test_today_pages.py::test_the_todays_llm_preset_trains_on_the_walkthroughs_data_its_loss_falls_and_it_"
+    "keeps_snapshots",
+    "tests/test_today_pages.py::test_the_lab_trains_the_todays_llm_preset_and_its_model_opens_on_the_walk_through",
+    "tests/test_today_pages.py::test_every_page_and_tab_renders_a_rotary_swiglu_grouped_model_without_biases",
+    "tests/test_then_and_now.py",                    # GPT-2's and SmolLM2's shapes side by side
+    "tests/test_bundled_seq2seq.py::test_translate_is_right_with_a_beam_of_four_too",
+    "tests/test_cache.py::test_no_page_keeps_the_trace_once_drawn_so_the_cache_alone_holds_traces",   # every page
+    "tests/test_trainer.py::test_a_sensible_recipe_never_counts_as_diverged",
+    "tests/test_claims.py::test_animals_close_to_animals_and_feelings_close_to_feelings_is_said_only_where_measured"
+    "[gpt2-shaped]",
+    "tests/test_smollm2_app.py::test_smollm2s_kv_cache_is_a_third_of_what_one_key_value_head_per_query_head_would_keep",
+    "tests/test_links_lab.py::test_any_lab_link_opens_a_setup_the_knobs_offer_and_starts_nothing",     # hypothesis
+    "tests/test_lab.py::test_the_lab_offers_embed_scale_and_trains_with_it",
+    "tests/test_lab.py::test_download_then_upload_gives_identical_logits",
+    "tests/test_lab_views.py::test_the_time_left_follows_the_wall_clock_pace_of_ticks_not_the_compute_time",
+    "tests/test_tasks.py::test_teacher_forcing_learns_to_reverse_three_digits_and_ignores_padding",
 ]
 
 
@@ -109,8 +140,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _listed(item, names: list[str]) -> bool:
+    """Whether the test, its file, or this one parametrization of it ("...::test[param]") is in `names`."""
     test = item.nodeid.split("[", 1)[0]               # "tests/<file>.py::<test>", without parameters
-    return test in names or test.split("::", 1)[0] in names
+    return item.nodeid in names or test in names or test.split("::", 1)[0] in names
 
 
 @pytest.hookimpl(tryfirst=True)                        # before -m deselects by marker
@@ -129,7 +161,7 @@ def pytest_collection_modifyitems(config, items):
     order = list(dict.fromkeys(browser_group(item.nodeid) for item in items if browser_group(item.nodeid)))
     items.sort(key=lambda item: order.index(group) if (group := browser_group(item.nodeid)) else len(order))
     files = {item.nodeid.split("::", 1)[0] for item in items}
-    tests = {item.nodeid.split("[", 1)[0] for item in items}
+    tests = {item.nodeid.split("[", 1)[0] for item in items} | {item.nodeid for item in items}
     for name in SLOW + FRESH_CACHE:
         if "::" in name and name.split("::", 1)[0] in files and name not in tests:
             warnings.warn(f"tests/conftest.py lists {name}, which is not a test any more", pytest.PytestWarning)
