@@ -208,11 +208,11 @@ elif patching_tab.open:
                 words[1].markdown(why.heads_story(result))
                 if guess is not None:
                     stage.markdown(why.agreement_story(v, result, guess))
-                csv = stage.columns(2)
-                csv[0].download_button("Download the stream grid (CSV)", why.grid_csv(result.resid, labels(v.tokens)),
+                csv = stage.container(horizontal=True)       # each button its label's width; wraps when it must
+                csv.download_button("Download the stream grid (CSV)", why.grid_csv(result.resid, labels(v.tokens)),
                                        "patching_stream.csv", "text/csv", key="why_resid_csv",
                                        icon=":material/download:", on_click="ignore")
-                csv[1].download_button("Download the head grid (CSV)",
+                csv.download_button("Download the head grid (CSV)",
                                        why.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
                                        "patching_heads.csv", "text/csv", key="why_heads_csv",
                                        icon=":material/download:", on_click="ignore")

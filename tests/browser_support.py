@@ -6,6 +6,7 @@ from urllib.parse import quote_plus, urlsplit
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from bench.live import CHROMIUM, ROOT, launch, open_view, rss_mb, serve, wait_until_run  # noqa: F401
+from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import ENCODER_DECODER, STEPS
 
 
@@ -152,16 +153,15 @@ def elsewhere(urls: list[str], app_url: str) -> list[str]:
     return [url for url in urls if urlsplit(url).scheme not in LOCAL_SCHEMES and urlsplit(url).netloc != own]
 
 
-def first_visit(chromium, device: dict):
-    """A fresh browser profile (nothing cached: a student's first visit) on `device` (a browser context's arguments:
-    PHONE, or a viewport) and its page, which logs every request and websocket in `page.requests`; close the
-    context after."""
-    context = chromium.new_context(**device)
+def logged_tab(context):
+    """A new tab in browser profile `context` that logs every request and websocket it makes in `page.requests`
+    (those answered from the profile's cache too: the browser still asks for them)."""
     page = context.new_page()
+    page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.requests = []
-    context.on("request", lambda request: page.requests.append(request.url))
+    page.on("request", lambda request: page.requests.append(request.url))
     page.on("websocket", lambda socket: page.requests.append(socket.url))
-    return context, page
+    return page
 
 
 def only_the_app_was_asked(page, app_url: str) -> None:
@@ -175,6 +175,35 @@ def only_the_app_was_asked(page, app_url: str) -> None:
     if page.locator(".explorer-plot").count():
         assert any(url.endswith(f"/app/static/{PLOTLY_JS.name}") for url in page.requests), page.requests
     assert elsewhere(page.requests, app_url) == []
+
+
+# Labels a visitor must read whole: tabs, page links (the step buttons and the sidebar's pages), buttons.
+# A label is clipped when its text is wider than its box, or its box sticks out of the tab row or the window.
+_CLIPPED = """() => {
+  const out = [];
+  const width = document.documentElement.clientWidth;
+  const check = (el, within) => {
+    const text = el.innerText.trim();
+    if (!text || el.offsetParent === null) return;          // not shown
+    const r = el.getBoundingClientRect(), w = within ? within.getBoundingClientRect() : null;
+    const inner = [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1
+        && getComputedStyle(e).overflowX !== 'visible');
+    const ellipsis = [el, ...el.querySelectorAll('*')].some(e => getComputedStyle(e).textOverflow === 'ellipsis'
+        && e.scrollWidth > e.clientWidth + 1);
+    const outside = r.right > width + 1 || (w && (r.left < w.left - 1 || r.right > w.right + 1
+        || r.top < w.top - 1 || r.bottom > w.bottom + 1));
+    if (inner || ellipsis || outside) out.push(text);
+  };
+  document.querySelectorAll('[role=tablist]').forEach(list =>
+      list.querySelectorAll('[role=tab]').forEach(t => check(t, list)));
+  document.querySelectorAll('[data-testid=stPageLink-NavLink], [data-testid=stSidebarNavLink], '
+      + '[data-testid=stMain] button, [data-testid=stPopoverButton]').forEach(e => check(e, null));
+  return out;
+}"""
+
+
+def labels_clipped(page) -> list[str]:
+    return page.evaluate(_CLIPPED)
 
 
 # --- chart text on a phone and a projector: none on top of another, none cut ------------------------------------

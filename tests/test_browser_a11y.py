@@ -11,22 +11,23 @@ sideways on the phone (reflow, which axe does not check). axe-core comes with ax
 downloaded.
 
 The walk over every page and tab also checks what else a visit to each view must show: no exception on any tab,
-the page's title and its charts drawn, every request and websocket to the app's own server (each page is walked in
-a fresh browser profile, nothing cached, as a student's first visit); on a desktop, each view's own link reopens
-it exactly (tests/test_browser_links.py); on a phone, no chart text on another or cut, and every control a
-finger's size.
+the page's title and its charts drawn, every request and websocket to the app's own server (one browser profile per
+device: its first page is a student's first visit, nothing cached), the page's link is the browser's URL and names
+the open tab (the projector's walk opens every tab from its link; tests/test_browser_links.py reopens choices made
+on a page exactly in another profile); on a desktop, every tab, page link and button label whole; on a phone, no
+chart text on another or cut, and every control a finger's size.
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from bench.live import CHARTS_DRAWN, RUN_ENDED
-from browser_support import (CHARTLESS_PAGES, MEASURE, PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, first_visit,
-                             chart_text_problems, only_the_app_was_asked, open_view, small_targets,
+from browser_support import (CHARTLESS_PAGES, MEASURE, PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, chart_text_problems,
+                             labels_clipped, logged_tab, only_the_app_was_asked, open_view, small_targets,
                              wait_until_run)
 from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, NAVIGATION
-from test_browser_links import Case, reopen, visit
+from test_browser_links import Case, visit
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 DEVICES = {"desktop": {"viewport": PROJECTOR}, "phone": PHONE}       # a phone's screen, touch and User-Agent: its layout
@@ -142,23 +143,38 @@ def scheme_now(page) -> str:
     return "dark" if page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches") else "light"
 
 
+@pytest.fixture(scope="module")
+def profile_of(chromium):
+    """One browser profile per device for the walk over every page, made with the device set to dark: its first
+    page is a student's first visit (nothing cached), the next are a student's visits to the other pages."""
+    made = {}
+
+    def profile(size: str):
+        if size not in made:
+            made[size] = chromium.new_context(**DEVICES[size], color_scheme="dark")
+        return made[size]
+    yield profile
+    for context in made.values():
+        context.close()
+
+
 @pytest.mark.parametrize("size", DEVICES)
 @pytest.mark.parametrize("slug", PAGES)
-def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_profile, slug, size):
-    """Every view of the page (each tab, and a revealed card) in a fresh profile: WCAG 2.1 AA, no exception, the
-    page's own title, its charts drawn, every request to the app's own server. On a desktop each view's link reopens
-    it exactly in another profile (tests/test_browser_links.py, `visit` and `reopen`). On a phone, every chart's text
+def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, size):
+    """Every view of the page (each tab, and a revealed card) in a new tab of the device's profile: WCAG 2.1 AA, no
+    exception, the page's own title, its charts drawn, every request to the app's own server, and the page's link is
+    the browser's URL and names the open tab (tests/test_browser_links.py, `visit`; the projector's walk opens each
+    tab from its link). On a desktop every tab, page link and button label is whole; on a phone, every chart's text
     is whole and apart and every control fits a finger (browser_support's MEASURE and small_targets).
     Every view is checked in light; dark on the page's first view, and on every tab in the projector's walk
     (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every size,
     so each tab is checked once in each scheme, and each layout in light."""
     phone = size == "phone"
-    context, tab = first_visit(chromium, {**DEVICES[size], "color_scheme": "dark"})
-    tab.set_default_timeout(BROWSER_TIMEOUT_MS)
+    tab = logged_tab(profile_of(size))
     page = BY_SLUG[slug]
     labels = page.labels or [None]
     found: list[str] = []
-    measured, visits, charts = {}, [], 0
+    measured, charts = {}, 0
     try:
         open_view(tab, app_url, slug, **QUERY.get(slug, {}))
         expect(tab.locator("[data-testid=stMain] h1").first).to_contain_text(page.title)
@@ -168,10 +184,12 @@ def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_prof
             what = f"{slug}, {size}" + (f", tab {label!r}" if label else "")
             check_all_schemes(tab, what, found, SCHEMES if n == 0 else ["light"])
             charts += tab.locator(".js-plotly-plot").count()
+            visit(tab, app_url, Case(what, slug, QUERY.get(slug, {}), tab=label), arrive=False)
             if phone:
                 measured[(slug, label)] = {**tab.evaluate(MEASURE, 2), "small": small_targets(tab)}
             else:
-                visits.append(visit(tab, app_url, Case(what, slug, QUERY.get(slug, {}), tab=label), arrive=False))
+                assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, what  # no scroll arrow
+                assert labels_clipped(tab) == [], what
         if slug == "discoveries":
             reveal_a_discovery(tab)
             check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
@@ -179,13 +197,11 @@ def test_every_page_and_tab_has_no_wcag_violation(chromium, app_url, second_prof
         only_the_app_was_asked(tab, app_url)
         assert slug in CHARTLESS_PAGES or charts > 0, f"the {slug} page drew no chart"
     finally:
-        context.close()
+        tab.close()
     if phone:
         overlaps, cut = chart_text_problems(measured)
         small = {view: r["small"] for view, r in measured.items() if r["small"]}
         assert not overlaps and not cut and not small, (overlaps, cut, small)
-    else:
-        reopen(second_profile, visits)
 
 
 @pytest.mark.parametrize("slug", [slug for slug in PAGES if slug not in PROJECTOR_FIRST_TABS])

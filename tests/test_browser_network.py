@@ -2,8 +2,8 @@
 goes to the app's own server. No third-party host: no web fonts, CDNs, telemetry, Plotly's cloud or map tiles.
 
 The pages are checked in a real browser by the WCAG walk (tests/test_browser_a11y.py), which opens every page and
-every tab in a fresh browser profile (nothing cached: a student's first visit) and logs every request and websocket
-(browser_support.first_visit, only_the_app_was_asked). Here: that the check tells the app's own URLs from others.
+every tab in one browser profile per device (its first page a student's first visit, nothing cached) and logs every
+request and websocket, those the cache answers too (browser_support.logged_tab, only_the_app_was_asked). Here: that the check tells the app's own URLs from others.
 """
 from browser_support import elsewhere
 

@@ -1,48 +1,21 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
-figures use the content width, no tab or link label is cut off, the camera button downloads a figure, and at
-1366 x 768 every tab's main chart is whole on the first screen, with no chart text on top of another or cut off
-(browser_support's MEASURE, as on a phone in the WCAG walk) and no WCAG 2.1 AA violation in dark (the WCAG walk
-checks every tab in light; each page's first tab is opened in high contrast and checked in light and dark too),
-and the knobs of a live demo in reach."""
+figures use the content width, no tab or link label is cut off (at 1920 x 1080 here; at 1366 x 768 in the walk
+below), the camera button downloads a figure, and at 1366 x 768 every tab, opened from its link, shows its main
+chart whole on the first screen, every label whole, no chart text on top of another or cut off (browser_support's
+MEASURE, as on a phone in the WCAG walk) and no WCAG 2.1 AA violation in dark (the WCAG walk checks every tab in
+light; each page's first tab is opened in high contrast and checked in light and dark too), and the knobs of a
+live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
 from browser_support import (MEASURE, PROJECTOR, PROJECTOR_FIRST_TABS, PROJECTOR_VIEWS, chart_text_problems,
-                             first_screen, main_element, open_view)
+                             first_screen, labels_clipped, main_element, open_view)
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
 from test_browser_a11y import SCHEMES, check_all_schemes, report
 
 TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
 SCREENS = [(1366, 768), (1920, 1080)]
-
-# Labels a visitor must read whole: tabs, page links (the step buttons and the sidebar's pages), buttons.
-# A label is clipped when its text is wider than its box, or its box sticks out of the tab row or the window.
-_CLIPPED = """() => {
-  const out = [];
-  const width = document.documentElement.clientWidth;
-  const check = (el, within) => {
-    const text = el.innerText.trim();
-    if (!text || el.offsetParent === null) return;          // not shown
-    const r = el.getBoundingClientRect(), w = within ? within.getBoundingClientRect() : null;
-    const inner = [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1
-        && getComputedStyle(e).overflowX !== 'visible');
-    const ellipsis = [el, ...el.querySelectorAll('*')].some(e => getComputedStyle(e).textOverflow === 'ellipsis'
-        && e.scrollWidth > e.clientWidth + 1);
-    const outside = r.right > width + 1 || (w && (r.left < w.left - 1 || r.right > w.right + 1
-        || r.top < w.top - 1 || r.bottom > w.bottom + 1));
-    if (inner || ellipsis || outside) out.push(text);
-  };
-  document.querySelectorAll('[role=tablist]').forEach(list =>
-      list.querySelectorAll('[role=tab]').forEach(t => check(t, list)));
-  document.querySelectorAll('[data-testid=stPageLink-NavLink], [data-testid=stSidebarNavLink], '
-      + '[data-testid=stMain] button, [data-testid=stPopoverButton]').forEach(e => check(e, null));
-  return out;
-}"""
-
-
-def labels_clipped(page) -> list[str]:
-    return page.evaluate(_CLIPPED)
 
 
 @pytest.mark.parametrize("width, height", SCREENS)
@@ -62,27 +35,14 @@ def test_the_attention_pattern_spans_the_content_width_and_starts_on_the_first_s
     assert numbers.bounding_box()["height"] >= 14, "cell numbers too small to read on a projector"
 
 
-@pytest.mark.parametrize("width, height", SCREENS)
-def test_every_tab_and_link_label_is_whole_in_presenter_mode(tab, app_url, width, height):
-    tab.set_viewport_size({"width": width, "height": height})
+def test_every_tab_and_link_label_is_whole_in_presenter_mode_on_a_wide_screen(tab, app_url):
+    """At 1920 x 1080 (the projector's walk below checks every view at 1366 x 768, the WCAG walk a desktop's)."""
+    tab.set_viewport_size({"width": 1920, "height": 1080})
     for slug in TABBED:
         open_view(tab, app_url, slug, presenter=1)
         expect(tab.locator("[data-testid=stPageLink-NavLink]")).to_have_count(2)      # the page ran to its end
         assert rendered_plots(tab) > 0 and tab.locator("[role=tab]").count() >= 4, slug
         assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug   # no scroll arrow
-        assert labels_clipped(tab) == [], slug
-        if height == 768:                     # the first screen of a projector shows the page's chart
-            top = tab.locator(".js-plotly-plot").first.bounding_box()["y"]
-            assert top < height - 150, (slug, top)
-
-
-def test_every_tab_and_link_label_is_whole_in_normal_mode(tab, app_url):
-    tab.set_viewport_size({"width": 1366, "height": 768})
-    for slug in TABBED:
-        open_view(tab, app_url, slug)
-        expect(tab.locator("[data-testid=stPageLink-NavLink]")).to_have_count(2)
-        assert rendered_plots(tab) > 0, slug
-        assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug
         assert labels_clipped(tab) == [], slug
 
 
@@ -131,6 +91,8 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
         tab.wait_for_selector("[data-test-script-state='notRunning']")
     seen = first_screen(tab, *main_element(slug, label))
     assert seen is not None, f"{slug} / {label}: no main element"
+    assert tab.locator("[data-testid=stTabsScrollRight]:visible").count() == 0, slug   # every tab's label in the row
+    assert labels_clipped(tab) == [], (slug, label)                                     # tabs, page links, buttons
     assert seen["share"] == pytest.approx(1.0, abs=1e-3), (slug, label, seen["share"], seen["top"], seen["bottom"])
     assert seen["scrolled"] == 0
     assert seen["sidebarRight"] <= 1, "presenter mode starts with the sidebar closed"

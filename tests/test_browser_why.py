@@ -5,9 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import open_view, wait_until_run
+from browser_support import labels_clipped, open_view, wait_until_run
 from test_browser import rendered_plots
-from test_browser_presenter import labels_clipped
 from claims_support import view_of
 from explorer.steps import why
 from explorer.view import DEFAULT_SENTENCE
