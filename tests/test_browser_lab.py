@@ -81,40 +81,39 @@ def test_the_architecture_panel_draws_its_knobs_when_opened_and_keeps_them_when_
     assert tab.locator("[data-testid='stException']").count() == 0
 
 
-# Watches the lab's live views (the progress bar and every chart): how long each stays marked stale, and whether
-# any is drawn dimmed. Streamlit marks a rerunning fragment's elements stale (data-stale) until they are drawn
-# again, and its CSS greys a stale element after half a second (opacity, "1s ease-in 0.5s").
+# Watches the lab's live views (the progress bar and every chart): how long each stays marked stale, and the
+# faintest any is drawn, read at every frame the page paints. Streamlit marks a rerunning fragment's elements stale
+# (data-stale) until they are drawn again, and its CSS greys a stale element after half a second ("opacity 1s
+# ease-in 0.5s", down to a third): a view redrawn a little late on a busy machine fades by a hair, one left stale
+# for a second and a half greys.
 WATCH_STALE = """() => {
-  const watch = window.__stale = {periods: [], since: new Map()};
-  const live = c => c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot');
+  const watch = window.__stale = {periods: [], since: new Map(), faintest: 1, frames: 0};
+  const live = () => [...document.querySelectorAll('[data-testid=stElementContainer]')].filter(c =>
+    c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot'));
   const check = () => { const now = performance.now();
-    for (const c of document.querySelectorAll('[data-testid=stElementContainer]')) {
-      if (!live(c)) continue;
+    for (const c of live()) {
       const stale = c.getAttribute('data-stale') === 'true';
       if (stale && !watch.since.has(c)) watch.since.set(c, now);
       if (!stale && watch.since.has(c)) { watch.periods.push(now - watch.since.get(c)); watch.since.delete(c); }
     } };
   new MutationObserver(check).observe(document.body, {subtree: true, childList: true, attributes: true,
                                                        attributeFilter: ['data-stale']});
+  const shown = c => { let o = 1; for (let n = c; n && n !== document.body; n = n.parentElement)
+    o *= parseFloat(getComputedStyle(n).opacity); return o; };
+  const frame = () => { watch.frames++;
+    for (const c of live()) watch.faintest = Math.min(watch.faintest, shown(c));
+    requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
 }"""
-
-# One sample: the live views drawn dimmed (their own or an ancestor's computed opacity below 1), and how long
-# the longest of those still marked stale has been.
-SAMPLE_DIMMED = """() => {
-  const live = [...document.querySelectorAll('[data-testid=stElementContainer]')].filter(c =>
-    c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot'));
-  const dimmed = c => { for (let n = c; n && n !== document.body; n = n.parentElement)
-    if (parseFloat(getComputedStyle(n).opacity) < 1) return true; return false; };
-  const now = performance.now();
-  return {live: live.length, dimmed: live.filter(dimmed).length,
-          staleFor: Math.max(0, ...[...window.__stale.since.values()].map(t => now - t))};
-}"""
+LIVE_VIEWS = """() => [...document.querySelectorAll('[data-testid=stElementContainer]')].filter(c =>
+    c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot')).length"""
 
 
 def test_the_labs_live_views_never_grey_while_a_model_trains(tab, app_url):
-    """A student watching tiny tales train sees the progress bar and the charts, never greyed: 60 samples
-    250 ms apart, after the first steps, find none dimmed, and none is marked stale for as long as Streamlit
-    waits before greying it (0.5 s). Its training ticks in a fragment that draws nothing (pages/training.py)."""
+    """A student watching tiny tales train sees the progress bar and the charts, never greyed: for 15 s after the
+    first steps they are redrawn again and again, and at every frame the page paints each is drawn at least 90%
+    opaque (Streamlit greys a view left stale, to a third). Its training ticks in a fragment that draws nothing
+    (pages/training.py). Timed on the page's own frames, not against a clock: a busy machine paints fewer."""
     from bench.live import start_tiny_tales
     start_tiny_tales(tab, app_url)
     expect(tab.locator("[data-testid='stProgress']")).to_contain_text(re.compile(r"step [1-9]\d* of"),
@@ -122,17 +121,17 @@ def test_the_labs_live_views_never_grey_while_a_model_trains(tab, app_url):
     expect(tab.locator("[data-testid='stVegaLiteChart']")).to_have_count(3)    # loss, metrics, attention
     tab.evaluate(WATCH_STALE)
     first = progress(tab)
-    samples = []
+    counts = []
     for _ in range(60):
-        samples.append(tab.evaluate(SAMPLE_DIMMED))
+        counts.append(tab.evaluate(LIVE_VIEWS))
         tab.wait_for_timeout(250)
-    periods = tab.evaluate("window.__stale.periods")
+    watch = tab.evaluate("() => ({periods: window.__stale.periods, faintest: window.__stale.faintest,"
+                         " frames: window.__stale.frames})")
     last = progress(tab)
     tab.get_by_role("button", name="Pause", exact=True).click()
     expect(tab.locator("[data-testid='stProgress']")).to_contain_text("paused")
 
     assert last != first and "running" in last                       # it trained all along
-    assert min(s["live"] for s in samples) == 4                      # the progress bar and the three charts
-    assert [s for s in samples if s["dimmed"]] == []
-    assert max(s["staleFor"] for s in samples) < 500
-    assert periods and max(periods) < 500, periods                   # the live views were redrawn, never greyed
+    assert min(counts) == 4                                          # the progress bar and the three charts
+    assert len(watch["periods"]) >= 4 and watch["frames"] > 0, watch   # redrawn while it trained ...
+    assert watch["faintest"] >= 0.9, watch                           # ... and never greyed
