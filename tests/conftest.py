@@ -4,7 +4,12 @@ Markers (pytest.ini), set here so that test files need no decorator: `browser` (
 every test in a test_browser*.py file or using one of BROWSER_FIXTURES), `slow` (the slowest of the others,
 listed in SLOW) and `fresh_cache` (the test starts, and ends, with an empty st.cache_resource; listed in
 FRESH_CACHE). The quick loop, `python3 dev.py test --quick`, is `pytest -m "not browser and not slow"`.
+
+torch, NumPy and Streamlit are imported where they are used, not when this file is read: pytest-xdist's controller
+reads it too and runs no test, and the workers start only once it has (4 s sooner).
 """
+from __future__ import annotations
+
 import base64
 import functools
 import json
@@ -12,22 +17,21 @@ import os
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
-import streamlit as st
-from streamlit.components.v2 import manifest_scanner
-from streamlit.runtime import pages_manager
-from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-from streamlit.testing.v1 import AppTest, app_test
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "streamlit_app.py")
 
-# The app computes with one torch thread (streamlit_app.py); the tests' own reference traces must too.
-# OpenMP's thread count is per calling thread, and on some CPUs (seen on an AMD EPYC) 1 and 2 threads
-# round float32 sums differently (a relative 3e-6), more than the tests' exact-value tolerance.
-torch.set_num_threads(1)
+
+def pytest_configure(config):
+    """The app computes with one torch thread (streamlit_app.py); the tests' own reference traces must too.
+    OpenMP's thread count is per calling thread, and on some CPUs (seen on an AMD EPYC) 1 and 2 threads
+    round float32 sums differently (a relative 3e-6), more than the tests' exact-value tolerance."""
+    controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    if controller and not config.option.collectonly:           # pytest-xdist's controller: its workers run the tests
+        return
+    import torch
+    torch.set_num_threads(1)
 
 
 # Every wait in a real browser (Playwright's expect and a tab's own actions) gives up after this long: generous,
@@ -170,23 +174,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def fresh_cache():
     """An empty st.cache_resource (models, traces, figures) for this test, emptied again after it."""
+    import streamlit as st
     st.cache_resource.clear()
     yield
     st.cache_resource.clear()
-
-
-class _CompiledOnce(ScriptCache):
-    """The app's scripts compiled once per test process, as a server compiles them once, not at every AppTest run.
-    A script is compiled again when its file changes (a key of path, modification time and size)."""
-    compiled: dict[tuple, object] = {}
-
-    def get_bytecode(self, script_path: str):
-        path = os.path.abspath(script_path)
-        stat = os.stat(path)
-        key = (path, stat.st_mtime_ns, stat.st_size)
-        if key not in self.compiled:
-            self.compiled[key] = super().get_bytecode(path)
-        return self.compiled[key]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -194,9 +185,26 @@ def _apptest_starts_as_a_running_server_does():
     """An AppTest run does what a running server has already done once: AppTest compiles the scripts again at every
     run and looks through every installed package for Streamlit components at every new AppTest (about 0.1 s, most
     of a fresh page's run); a server does both once. The packages do not change during the tests."""
+    from streamlit.components.v2 import manifest_scanner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test
+
+    class CompiledOnce(ScriptCache):
+        """The scripts compiled once per test process; again when a file changes (its path, modification time and
+        size are the key)."""
+        compiled: dict[tuple, object] = {}
+
+        def get_bytecode(self, script_path: str):
+            path = os.path.abspath(script_path)
+            stat = os.stat(path)
+            key = (path, stat.st_mtime_ns, stat.st_size)
+            if key not in self.compiled:
+                self.compiled[key] = super().get_bytecode(path)
+            return self.compiled[key]
+
     scan, cache = manifest_scanner.scan_component_manifests, app_test.ScriptCache
     manifest_scanner.scan_component_manifests = functools.cache(scan)
-    app_test.ScriptCache = _CompiledOnce
+    app_test.ScriptCache = CompiledOnce
     yield
     manifest_scanner.scan_component_manifests, app_test.ScriptCache = scan, cache
 
@@ -207,6 +215,7 @@ def _pages_run_through_the_entry_point(monkeypatch):
 
     With a pages/ folder present Streamlit would run the page file alone; st.navigation apps never do.
     """
+    from streamlit.runtime import pages_manager
     original = pages_manager.PagesManager.__init__
 
     def init(self, *args, **kwargs):
@@ -227,6 +236,7 @@ def _fresh_cache_when_marked(request):
 def open_page(slug: str = "home", open_math: bool = True, **query) -> AppTest:
     """Run the app on page `slug` (a step slug, as in explorer.registry) with URL query parameters, its
     "Show the math" panel open unless `open_math` is False (a student opens it with a click)."""
+    from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(APP, default_timeout=60)
     for key, value in query.items():
         at.query_params[key] = str(value)
@@ -261,6 +271,7 @@ def type_text(at: AppTest, text: str) -> AppTest:
 
 def decode(value):
     """Plotly 7 sends NumPy arrays as {dtype, bdata, shape}; turn them back into arrays."""
+    import numpy as np
     if isinstance(value, dict) and "bdata" in value:
         array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
         shape = value.get("shape")
