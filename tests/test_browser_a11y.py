@@ -25,7 +25,6 @@ from bench.live import CHARTS_DRAWN, RUN_ENDED
 from browser_support import (CHARTLESS_PAGES, MEASURE, PHONE, PROJECTOR, PROJECTOR_FIRST_TABS, chart_text_problems,
                              labels_clipped, logged_tab, only_the_app_was_asked, open_view, small_targets,
                              wait_until_run)
-from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import BY_SLUG, NAVIGATION
 from test_browser_links import Case, visit
 

@@ -178,33 +178,17 @@ def report(key: str, rows: list[dict]) -> None:
               f"{'; ' + question if question else ''}); phones {phones}")
 
 
-@pytest.fixture(scope="module")
-def projector(chromium):
-    """The teacher's browser for every lesson (each lesson a new tab: a new session; the app's scripts cached)."""
-    context = chromium.new_context(viewport=PROJECTOR)
-    yield context
-    context.close()
-
-
-@pytest.fixture(scope="module")
-def phones(chromium):
-    """The students' phone browser for every lesson, each student a tab of their own (a session each)."""
-    context = chromium.new_context(**PHONE)
-    yield context
-    context.close()
-
-
 @pytest.mark.parametrize("key", list(LESSONS))
 def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_its_chart_with_no_error_or_dropout(
-        projector, phones, app_url, key):
+        chromium, app_url, key):
     lesson, count = LESSONS[key], len(LESSONS[key].steps)
-    rows, tabs = [], []
+    projector = chromium.new_context(viewport=PROJECTOR)
+    phones = chromium.new_context(**PHONE)
+    rows = []
     try:
         teacher = Watched(projector.new_page(), "the teacher")
-        tabs.append(teacher.page)
         code = start_class(teacher, app_url, lesson)
         students = [Watched(phones.new_page(), f"student {name!r}") for name in STUDENTS]   # a session per tab
-        tabs += [student.page for student in students]
         for student, name in zip(students, STUDENTS):
             join(student, app_url, code, name)
         joined = teacher.page.get_by_text(re.compile(rf"^{len(students)} students present: "))
@@ -233,8 +217,8 @@ def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_
             for watched in (teacher, *students):
                 watched.check(where)
     finally:
-        for page in tabs:
-            page.close()
+        projector.close()
+        phones.close()
         report(key, rows)
     missed = {row["where"]: misses(row) for row in rows if misses(row)}
     assert not missed, missed
