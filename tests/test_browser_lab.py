@@ -87,9 +87,9 @@ def test_the_architecture_panel_draws_its_knobs_when_opened_and_keeps_them_when_
 # ease-in 0.5s", down to a third): a view redrawn a little late on a busy machine fades by a hair, one left stale
 # for a second and a half greys.
 WATCH_STALE = """() => {
-  const watch = window.__stale = {periods: [], since: new Map(), faintest: 1, frames: 0};
   const live = () => [...document.querySelectorAll('[data-testid=stElementContainer]')].filter(c =>
     c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot'));
+  const watch = window.__stale = {live, periods: [], since: new Map(), faintest: 1, frames: 0};
   const check = () => { const now = performance.now();
     for (const c of live()) {
       const stale = c.getAttribute('data-stale') === 'true';
@@ -105,8 +105,7 @@ WATCH_STALE = """() => {
     requestAnimationFrame(frame); };
   requestAnimationFrame(frame);
 }"""
-LIVE_VIEWS = """() => [...document.querySelectorAll('[data-testid=stElementContainer]')].filter(c =>
-    c.querySelector('[data-testid=stProgress], [data-testid=stVegaLiteChart], .js-plotly-plot')).length"""
+LIVE_VIEWS = "() => window.__stale.live().length"          # how many live views the page shows now
 
 
 def test_the_labs_live_views_never_grey_while_a_model_trains(tab, app_url):

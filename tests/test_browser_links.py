@@ -1,8 +1,9 @@
 """A view is a URL (issue 24): in real Chromium, a few choices made through the page (a layer, head and token, the
 what-ifs, the temperature, a lab preset with a changed knob, one discovery card) reopen exactly from the page's own
 link in another browser profile: the same URL parameters after the run, the same open tab, the same widget values
-and notices, the same chart titles. Every page and every tab reopens from its link in the WCAG walk
-(tests/test_browser_a11y.py), with `visit` and `reopen` from here."""
+and notices, the same chart titles. The WCAG walk (tests/test_browser_a11y.py) checks with `visit` that every tab's
+own link is the address bar's and names the tab; the projector's walk (tests/test_browser_presenter.py) opens every
+tab from its link."""
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -188,26 +189,21 @@ def visit(page, app_url: str, case: Case, arrive: bool = True) -> tuple[Case, st
     return case, link, first
 
 
-def reopen(profile, visits: list[tuple[Case, str, dict]]) -> None:
-    """Open each link in `profile`, a browser profile where no first view was made (no cookies, storage or session
-    from it: tests/conftest.py `second_profile`), one after another in one tab (each load a Streamlit session of its
-    own, as a student's is), and check each shows what its first view showed."""
+def reopen(profile, case: Case, link: str, first: dict) -> None:
+    """Open `link` in `profile`, a browser profile where no first view was made (no cookies, storage or session from
+    it: tests/conftest.py `second_profile`), and check it shows what the first view showed."""
     page = profile.new_page()
     page.set_default_timeout(BROWSER_TIMEOUT_MS)
     try:
-        for case, link, first in visits:
-            page.goto(link)
-            settle(page)
-            if case.look:
-                case.look(page)
-            assert seen(page) == first, case.name
+        page.goto(link)
+        settle(page)
+        if case.look:
+            case.look(page)
+        assert seen(page) == first, case.name
     finally:
         page.close()
 
 
-# Every tab of every page reopens from its link in the WCAG walk, which opens each of them on a desktop
-# (tests/test_browser_a11y.py, test_every_page_and_tab_has_no_wcag_violation).
-
 @pytest.mark.parametrize("case", CHOICES, ids=lambda c: c.name)
 def test_a_choice_made_on_the_page_reopens_exactly_from_its_link(tab, second_profile, app_url, case):
-    reopen(second_profile, [visit(tab, app_url, case)])
+    reopen(second_profile, *visit(tab, app_url, case))
