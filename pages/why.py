@@ -164,8 +164,10 @@ elif patching_tab.open:
                                   "to explain, against the one chosen beside it (or else the changed sentence's "
                                   "favourite).")
         if suggestion and not text.strip():
-            knobs.button(f"Try {quote(suggestion)}", key="why_suggest", icon=":material/lightbulb:",
-                      on_click=lambda: st.session_state.update(why_corrupted=suggestion))
+            # the sentence itself is the box's placeholder just above: in a projector's narrow column it would be cut
+            knobs.button("Try the sentence shown", key="why_suggest", icon=":material/lightbulb:",
+                         help=f"Puts {quote(suggestion)} in the box.",
+                         on_click=lambda: st.session_state.update(why_corrupted=suggestion))
         if text.strip():
             corrupted = prepare_text(v.bundle.tokenizer, text, min(model.cfg.max_len, READ_LIMIT))
             if corrupted.unknown:
@@ -210,11 +212,11 @@ elif patching_tab.open:
                     stage.markdown(why.agreement_story(v, result, guess))
                 csv = stage.container(horizontal=True)       # each button its label's width; wraps when it must
                 csv.download_button("Download the stream grid (CSV)", why.grid_csv(result.resid, labels(v.tokens)),
-                                       "patching_stream.csv", "text/csv", key="why_resid_csv",
-                                       icon=":material/download:", on_click="ignore")
+                                    "patching_stream.csv", "text/csv", key="why_resid_csv",
+                                    icon=":material/download:", on_click="ignore")
                 csv.download_button("Download the head grid (CSV)",
-                                       why.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
-                                       "patching_heads.csv", "text/csv", key="why_heads_csv",
-                                       icon=":material/download:", on_click="ignore")
+                                    why.grid_csv(result.heads, [f"head {h}" for h in range(model.cfg.n_heads)]),
+                                    "patching_heads.csv", "text/csv", key="why_heads_csv",
+                                    icon=":material/download:", on_click="ignore")
 
 step_nav("why")

@@ -87,6 +87,7 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
         | ({"high_contrast": 1} if first else {})
     open_view(tab, app_url, slug, **query)
     if (slug, label) == ("why", "Patching"):                        # the page suggests a second sentence
+        assert labels_clipped(tab) == [], (slug, label, "before a second sentence")
         tab.get_by_role("button", name="Try").click()
         tab.wait_for_selector("[data-test-script-state='notRunning']")
     seen = first_screen(tab, *main_element(slug, label))
