@@ -74,11 +74,13 @@ RUN_ENDED = """() => document.querySelector("[data-test-script-state='notRunning
                   && getComputedStyle(document.documentElement).getPropertyValue("--explorer-styles").trim() === 'applied'"""
 
 
-def wait_until_run(page) -> None:
-    """Wait for the app to finish its script run: the app's frame is there, and (after a moment for a run
-    to start) its run has ended with the page drawn (RUN_ENDED)."""
+def wait_until_run(page, new_document: bool = False) -> None:
+    """Wait for the app to finish its script run: the app's frame is there, and its run has ended with the page
+    drawn (RUN_ENDED). After an action on an open page, a moment is left first for the run to start (the page of
+    the last run shows RUN_ENDED until then); a `new_document` has no title before its first run draws one."""
     page.wait_for_selector("[data-testid='stApp']")
-    page.wait_for_timeout(300)
+    if not new_document:
+        page.wait_for_timeout(300)
     page.wait_for_function(RUN_ENDED, polling=100)     # every animation frame ("raf") would cost the CPU the run needs
 
 
@@ -87,7 +89,7 @@ def open_view(page, app_url: str, slug: str, **query) -> None:
     path = "" if slug == "home" else slug
     page.goto(f"{app_url}/{path}" + ("?" + "&".join(f"{k}={quote_plus(str(v))}" for k, v in query.items())
                                      if query else ""))
-    wait_until_run(page)
+    wait_until_run(page, new_document=True)
 
 
 def rss_mb(pid: int) -> float:

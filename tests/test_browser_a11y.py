@@ -7,14 +7,14 @@ phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone). 
 device set to light, each page's first view in dark too; every tab is checked in dark in presenter mode by the
 projector's walk (tests/test_browser_presenter.py), since a scheme's colours do not change with the size. Any
 violation fails, charts included, with the rule, where it is and what is wrong; so does a page that scrolls
-sideways on the phone (reflow, which axe does not check). axe-core comes with axe-playwright-python: nothing is
-downloaded.
+sideways on the phone (reflow, which axe does not check). A live class (the teacher's open class and tally, a
+student's phone answered and revealed) is checked as tests/test_browser_lessons.py leads one. axe-core comes with
+axe-playwright-python: nothing is downloaded.
 
 The walk over every page and tab also checks what else a visit to each view must show: no exception on any tab,
 the page's title and its charts drawn, every request and websocket to the app's own server (one browser profile per
 device: its first page is a student's first visit, nothing cached), the page's link is the browser's URL and names
-the open tab (the projector's walk opens every tab from its link; tests/test_browser_links.py reopens choices made
-on a page exactly in another profile); on a desktop, every tab, page link and button label whole; on a phone, no
+the open tab (tests/test_browser_links.py reopens choices made on a page exactly in another profile); on a desktop, every tab, page link and button label whole; on a phone, no
 chart text on another or cut, and every control a finger's size.
 """
 import pytest
@@ -162,8 +162,7 @@ def profile_of(chromium):
 def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, size):
     """Every view of the page (each tab, and a revealed card) in a new tab of the device's profile: WCAG 2.1 AA, no
     exception, the page's own title, its charts drawn, every request to the app's own server, and the page's link is
-    the browser's URL and names the open tab (tests/test_browser_links.py, `visit`; the projector's walk opens each
-    tab from its link). On a desktop every tab, page link and button label is whole; on a phone, every chart's text
+    the browser's URL and names the open tab (tests/test_browser_links.py, `visit`). On a desktop every tab, page link and button label is whole; on a phone, every chart's text
     is whole and apart and every control fits a finger (browser_support's MEASURE and small_targets).
     Every view is checked in light; dark on the page's first view, and on every tab in the projector's walk
     (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every size,
@@ -255,46 +254,3 @@ def test_tab_labels_and_primary_buttons_read_at_4_5_to_1_where_axe_cannot_tell(t
     assert len(tabs) == len(BY_SLUG["attention"].labels)
     weak = [t for t in buttons + tabs if t["contrast"] < 4.5]
     assert not weak, weak
-
-
-def test_a_live_class_has_no_wcag_violation_for_the_teacher_or_a_student(chromium, app_url):
-    """The teacher's open class (code, link, QR code, class box) on a projector, then a student's phone on a step
-    with a question, answered and revealed; light and dark."""
-    import re
-
-    from explorer import lessons
-    lesson = lessons.ready_lessons()["attention-in-ten-minutes"]
-    question = next(n for n, s in enumerate(lesson.steps) if s.question)
-    teacher_context = chromium.new_context(viewport={"width": 1366, "height": 768})
-    student_context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    found: list[str] = []
-    try:
-        teacher = teacher_context.new_page()
-        open_view(teacher, app_url, "class", presenter=1)
-        teacher.get_by_role("button", name="Start a class").click()
-        box = teacher.locator(".st-key-class_box")
-        box.get_by_text(re.compile(r"^Class [A-Z0-9]{6}")).first.wait_for()
-        code = re.search(r"Class ([A-Z0-9]{6})", box.inner_text())[1]
-        teacher.get_by_text(f"QR code of the link to class {code}", exact=True).wait_for()      # its caption
-        check_all_schemes(teacher, "class, teacher, presenter", found)
-        student = student_context.new_page()
-        open_view(student, app_url, "class", join=code)
-        student.get_by_role("button", name="Join").click()
-        student.locator(".st-key-class_box").get_by_text(f"Class {code}").wait_for()
-        for n in range(question):
-            box.get_by_role("button", name="Next").click()
-            box.get_by_text(f"step {n + 2} of {len(lesson.steps)}").wait_for()
-        student_box = student.locator(".st-key-class_box")
-        student_box.get_by_test_id("stRadioGroup").locator("label").first.click()
-        student_box.get_by_role("button", name="Send", exact=True).click()
-        student_box.get_by_text("You can change it until the teacher reveals").wait_for()
-        check_all_schemes(student, "class, student, phone, answered", found)
-        box.get_by_text("1 of 1", exact=True).wait_for()
-        check_all_schemes(teacher, "class, teacher, presenter, tally", found)
-        box.get_by_role("button", name="Reveal", exact=True).click()
-        student_box.get_by_text("The model's answer:").wait_for()
-        check_all_schemes(student, "class, student, phone, revealed", found)
-    finally:
-        teacher_context.close()
-        student_context.close()
-    assert not found, report(found)

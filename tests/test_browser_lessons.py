@@ -1,6 +1,9 @@
 """Every ready lesson led as a class runs it, in real Chromium on a server started as users start it: a teacher at a
-projector (1366 x 768, presenter mode) and two students on phones (390 x 844) who join with the code, follow every
-Next to the last step, answer every question and see every reveal.
+projector (1366 x 768, presenter mode) and students on phones (390 x 844: two in "Attention in ten minutes", one in
+each other lesson) who join with the code, follow every Next to the last step, answer every question and see every
+reveal. In "Attention in ten minutes" axe-core also checks WCAG 2.1 AA (tests/test_browser_a11y.py) in light and dark
+on the teacher's open class (code, link, QR code), on a phone that has answered, on the teacher's tally and on the
+phone after the reveal.
 
 At every step it measures what each first screen shows (issue 29): the teacher's shows the step's main chart whole
 with the class box on screen, and at a question the question, the live tally and Reveal; each phone's shows the
@@ -20,10 +23,12 @@ from playwright.sync_api import expect
 from browser_support import PHONE, PROJECTOR, first_screen, main_element, on_screen, open_view, wait_until_run
 from explorer import lessons
 from explorer.registry import BY_SLUG
+from test_browser_a11y import check_all_schemes, report as wcag_report
 # The lecture (every kind of question, 27 steps) is led in AppTest (tests/test_class_lecture.py); a question of
 # every kind is answered on a phone in tests/test_browser_questions.py.
 LESSONS = {key: lesson for key, lesson in lessons.ready_lessons().items() if key != "transformers-in-one-lecture"}
 STUDENTS = ("Ada", "<b>Bob</b>")          # a name is plain text on the teacher's screen, never markup
+WCAG_LESSON = "attention-in-ten-minutes"  # led with both students, and checked for WCAG 2.1 AA as it goes
 # Streamlit's frontend asks `<page>/_stcore/health` and `host-config` before it finds the server's root: a 404 each,
 # logged by the browser, whatever the app does.
 BASE_PATH_PROBE = re.compile(r"/_stcore/(health|host-config)$")
@@ -98,9 +103,12 @@ def join(student: Watched, app_url: str, code: str, name: str) -> None:
     expect(page).to_have_url(re.compile(rf"join={code}&seat="))
 
 
-def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str) -> dict[str, float]:
+def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str,
+                      wcag: list[str] | None = None) -> dict[str, float]:
     """Every student answers the step's question (the first option), the teacher sees them all and reveals.
-    Returns what the teacher's window showed of the question, the tally and Reveal once every answer was in."""
+    Returns what the teacher's window showed of the question, the tally and Reveal once every answer was in.
+    With a `wcag` list, axe-core's violations on the first phone once it has answered, on the teacher's tally and on
+    the first phone after the reveal are added to it (light and dark)."""
     for student in students:
         group = student.box().get_by_test_id("stRadioGroup")
         expect(group).to_be_visible()
@@ -111,10 +119,15 @@ def answer_and_reveal(teacher: Watched, students: list[Watched], prompt: str) ->
     reveal = teacher.box().get_by_role("button", name="Reveal", exact=True)
     shown = {"question": on_screen(teacher.box().get_by_text(prompt)),
              "tally": on_screen(teacher.box().get_by_test_id("stVegaLiteChart")), "Reveal": on_screen(reveal)}
+    if wcag is not None:
+        check_all_schemes(students[0].page, "class, student, phone, answered", wcag)
+        check_all_schemes(teacher.page, "class, teacher, presenter, tally", wcag)
     reveal.click()
     for student in students:
         expect(student.box().get_by_text("The model's answer:")).to_be_visible()
         expect(student.box().get_by_text("Your guess:")).to_be_visible()
+    if wcag is not None:
+        check_all_schemes(students[0].page, "class, student, phone, revealed", wcag)
     return shown
 
 
@@ -182,18 +195,23 @@ def report(key: str, rows: list[dict]) -> None:
 def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_its_chart_with_no_error_or_dropout(
         chromium, app_url, key):
     lesson, count = LESSONS[key], len(LESSONS[key].steps)
+    names = STUDENTS if key == WCAG_LESSON else STUDENTS[1:]
+    found_wcag: list[str] = []
+    wcag = found_wcag if key == WCAG_LESSON else None
     projector = chromium.new_context(viewport=PROJECTOR)
     phones = chromium.new_context(**PHONE)
     rows = []
     try:
         teacher = Watched(projector.new_page(), "the teacher")
         code = start_class(teacher, app_url, lesson)
-        students = [Watched(phones.new_page(), f"student {name!r}") for name in STUDENTS]   # a session per tab
-        for student, name in zip(students, STUDENTS):
+        if wcag is not None:
+            check_all_schemes(teacher.page, "class, teacher, presenter", wcag)
+        students = [Watched(phones.new_page(), f"student {name!r}") for name in names]   # a session per tab
+        for student, name in zip(students, names):
             join(student, app_url, code, name)
-        joined = teacher.page.get_by_text(re.compile(rf"^{len(students)} students present: "))
+        joined = teacher.page.get_by_text(re.compile(rf"^{len(students)} students? present: "))
         expect(joined).to_be_visible()                  # the join page counts the room as it joins ...
-        assert sorted(joined.inner_text().split(": ", 1)[1].split(", ")) == sorted(STUDENTS)   # ... names as text
+        assert sorted(joined.inner_text().split(": ", 1)[1].split(", ")) == sorted(names)   # ... names as text
         for index, step in enumerate(lesson.steps):
             label = BY_SLUG[step.page].tab(step.tab) if step.tab else None
             where = f"step {index + 1} of {count} ({step.page}{' / ' + label if label else ''})"
@@ -211,9 +229,11 @@ def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_
             rows.append({"where": where, "chart": main is not None, "tab": label, "teacher": teachers_screen(teacher, main),
                          "phones": [phones_screen(student, main) for student in students]})
             if step.question is not None:
-                rows[-1]["question"] = answer_and_reveal(teacher, students, step.question.prompt)
+                rows[-1]["question"] = answer_and_reveal(teacher, students, step.question.prompt, wcag)
+                wcag = None                             # (the first question's screens are checked)
             else:
-                expect(teacher.box().get_by_text(f"{len(students)} students present")).to_be_visible()
+                present = f"{len(students)} student{'s' * (len(students) != 1)} present"
+                expect(teacher.box().get_by_text(present)).to_be_visible()
             for watched in (teacher, *students):
                 watched.check(where)
     finally:
@@ -222,3 +242,4 @@ def test_a_class_follows_every_step_of_a_ready_lesson_each_first_screen_showing_
         report(key, rows)
     missed = {row["where"]: misses(row) for row in rows if misses(row)}
     assert not missed, missed
+    assert not found_wcag, wcag_report(found_wcag)

@@ -2,8 +2,8 @@
 what-ifs, the temperature, a lab preset with a changed knob, one discovery card) reopen exactly from the page's own
 link in another browser profile: the same URL parameters after the run, the same open tab, the same widget values
 and notices, the same chart titles. The WCAG walk (tests/test_browser_a11y.py) checks with `visit` that every tab's
-own link is the address bar's and names the tab; the projector's walk (tests/test_browser_presenter.py) opens every
-tab from its link."""
+own link is the address bar's and names the tab; the projector's walk (tests/test_browser_presenter.py) opens each
+page's first two tabs from their links."""
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit

@@ -1,6 +1,6 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
 figures use the content width, no tab or link label is cut off (at 1920 x 1080 here; at 1366 x 768 in the walk
-below), the camera button downloads a figure, and at 1366 x 768 every tab, opened from its link, shows its main
+below), the camera button downloads a figure, and at 1366 x 768 every tab, opened as a teacher opens it, shows its main
 chart whole on the first screen, every label whole, no chart text on top of another or cut off (browser_support's
 MEASURE, as on a phone in the WCAG walk) and no WCAG 2.1 AA violation in dark (the WCAG walk checks every tab in
 light; each page's first tab is opened in high contrast and checked in light and dark too), and the knobs of a
@@ -12,7 +12,7 @@ from browser_support import (MEASURE, PROJECTOR, PROJECTOR_FIRST_TABS, PROJECTOR
                              first_screen, labels_clipped, main_element, open_view)
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
-from test_browser_a11y import SCHEMES, check_all_schemes, report
+from test_browser_a11y import SCHEMES, check_all_schemes, open_tab, report
 
 TABBED = ["tokenization", "embedding", "positions", "attention", "feedforward", "residual"]
 SCREENS = [(1366, 768), (1920, 1080)]
@@ -77,15 +77,30 @@ def test_the_camera_button_downloads_the_figure_at_presentation_size(tab, app_ur
 SORT = {"model": "sort", "text": "7 3 9 1 5 2"}
 
 
-@pytest.mark.parametrize("slug, label", PROJECTOR_VIEWS)
-def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_url, slug, label):
+PROJECTOR_PAGES = {slug: [label for s, label in PROJECTOR_VIEWS if s == slug] for slug, _ in PROJECTOR_VIEWS}
+
+
+@pytest.mark.parametrize("slug", PROJECTOR_PAGES)
+def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_url, slug):
+    """A teacher's walk through the page's tabs in presenter mode, in a dark room: the first tab opened from its link
+    in high contrast, the second from its link without it, and each next tab with a click, as a teacher opens it
+    (the WCAG walk checks that every tab's link is the address bar's and names the tab)."""
     tab.set_viewport_size(PROJECTOR)
     tab.emulate_media(color_scheme="dark")                # a dark room's projector (the WCAG walk's tabs are light)
     tab.add_init_script("window.localStorage.clear()")     # a browser keeps a sidebar it opened: start as a new one
-    first = PROJECTOR_FIRST_TABS[slug] == label           # a page's first tab: with high contrast
-    query = {"presenter": 1, **(SORT if slug == "encoder-decoder" else {})} | ({"section": label} if label else {}) \
-        | ({"high_contrast": 1} if first else {})
-    open_view(tab, app_url, slug, **query)
+    for n, label in enumerate(PROJECTOR_PAGES[slug]):
+        if n < 2:                                         # the first tab: with high contrast
+            query = {"presenter": 1, **(SORT if slug == "encoder-decoder" else {})} \
+                | ({"section": label} if label else {}) | ({"high_contrast": 1} if n == 0 else {})
+            open_view(tab, app_url, slug, **query)
+        else:
+            open_tab(tab, label)
+        check_projector_view(tab, slug, label, high_contrast=n == 0)
+
+
+def check_projector_view(tab, slug: str, label: str | None, high_contrast: bool) -> None:
+    """The view's main chart whole on the first screen, every label whole, the chart text readable, and no WCAG
+    2.1 AA violation in dark (with `high_contrast`, in light and dark)."""
     if (slug, label) == ("why", "Patching"):                        # the page suggests a second sentence
         assert labels_clipped(tab) == [], (slug, label, "before a second sentence")
         tab.get_by_role("button", name="Try").click()
@@ -107,8 +122,8 @@ def test_every_tabs_main_chart_is_whole_on_a_projectors_first_screen(tab, app_ur
     overlaps, cut = chart_text_problems({(slug, label): tab.evaluate(MEASURE, 2)})
     assert not overlaps and not cut, (overlaps, cut)                     # every chart's text readable
     found: list[str] = []                     # WCAG 2.1 AA in dark; the first tab in high contrast, light and dark
-    check_all_schemes(tab, f"{slug}, presenter{', high contrast' if first else ''}, tab {label!r}", found,
-                      SCHEMES if first else ["dark"])
+    check_all_schemes(tab, f"{slug}, presenter{', high contrast' if high_contrast else ''}, tab {label!r}", found,
+                      SCHEMES if high_contrast else ["dark"])
     assert not found, report(found)
 
 
