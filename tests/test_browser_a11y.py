@@ -4,7 +4,7 @@ axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every 
 click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
 encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
 phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone). Every view is checked with the
-device set to light, each page's first view in dark too; every tab is checked in dark in presenter mode by the
+device set to light, each page's first view on a desktop in dark too; every tab is checked in dark in presenter mode by the
 projector's walk (tests/test_browser_presenter.py), since a scheme's colours do not change with the size. Any
 violation fails, charts included, with the rule, where it is and what is wrong; so does a page that scrolls
 sideways on the phone (reflow, which axe does not check). A live class (the teacher's open class and tally, a
@@ -144,13 +144,14 @@ def scheme_now(page) -> str:
 
 @pytest.fixture(scope="module")
 def profile_of(chromium):
-    """One browser profile per device for the walk over every page, made with the device set to dark: its first
-    page is a student's first visit (nothing cached), the next are a student's visits to the other pages."""
+    """One browser profile per device for the walk over every page, made with the device set to dark on a desktop
+    (its first view is checked in dark, then light) and light on a phone: its first page is a student's first visit
+    (nothing cached), the next are a student's visits to the other pages."""
     made = {}
 
     def profile(size: str):
         if size not in made:
-            made[size] = chromium.new_context(**DEVICES[size], color_scheme="dark")
+            made[size] = chromium.new_context(**DEVICES[size], color_scheme="light" if size == "phone" else "dark")
         return made[size]
     yield profile
     for context in made.values():
@@ -164,9 +165,9 @@ def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, siz
     exception, the page's own title, its charts drawn, every request to the app's own server, and the page's link is
     the browser's URL and names the open tab (tests/test_browser_links.py, `visit`). On a desktop every tab, page link and button label is whole; on a phone, every chart's text
     is whole and apart and every control fits a finger (browser_support's MEASURE and small_targets).
-    Every view is checked in light; dark on the page's first view, and on every tab in the projector's walk
-    (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every size,
-    so each tab is checked once in each scheme, and each layout in light."""
+    Every view is checked in light; dark on a desktop's first view of the page, and on every tab in the projector's
+    walk (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every
+    size, so each tab is checked once in each scheme, and each layout in light."""
     phone = size == "phone"
     tab = logged_tab(profile_of(size))
     page = BY_SLUG[slug]
@@ -180,7 +181,7 @@ def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, siz
             if n:
                 open_tab(tab, label)
             what = f"{slug}, {size}" + (f", tab {label!r}" if label else "")
-            check_all_schemes(tab, what, found, SCHEMES if n == 0 else ["light"])
+            check_all_schemes(tab, what, found, SCHEMES if n == 0 and not phone else ["light"])
             charts += tab.locator(".js-plotly-plot").count()
             visit(tab, app_url, Case(what, slug, QUERY.get(slug, {}), tab=label), arrive=False)
             if phone:
@@ -190,7 +191,7 @@ def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, siz
                 assert labels_clipped(tab) == [], what
         if slug == "discoveries":
             reveal_a_discovery(tab)
-            check_all_schemes(tab, f"{slug}, {size}, a card revealed", found)
+            check_all_schemes(tab, f"{slug}, {size}, a card revealed", found, ["light"] if phone else SCHEMES)
         assert not found, report(found)
         only_the_app_was_asked(tab, app_url)
         assert slug in CHARTLESS_PAGES or charts > 0, f"the {slug} page drew no chart"
