@@ -67,11 +67,15 @@ def launch(playwright):
 
 
 # A run has drawn its page and ended: Streamlit marks its script state as not running, the page's title (every page
-# has one: explorer/app/layout.py, `page_header`) is there, and so is the app's CSS (explorer/app/styles.py; it lands
-# about 0.1 s after the run ends). The state alone is "not running" too before a new session's first run starts.
+# has one: explorer/app/layout.py, `page_header`) is there, so is the app's CSS (explorer/app/styles.py; it lands
+# about 0.1 s after the run ends), and every chart the run placed (its element's key starts with "chart_":
+# explorer/app/plotly_component.py) has its plot in the page: the chart component's code loads on its own, after the
+# run has ended on a page's first visit. The state alone is "not running" too before a new session's first run starts.
 RUN_ENDED = """() => document.querySelector("[data-test-script-state='notRunning']") !== null
                   && document.querySelector("[data-testid='stMain'] h1") !== null
-                  && getComputedStyle(document.documentElement).getPropertyValue("--explorer-styles").trim() === 'applied'"""
+                  && getComputedStyle(document.documentElement).getPropertyValue("--explorer-styles").trim() === 'applied'
+                  && [...document.querySelectorAll("[data-testid='stElementContainer'][class*='st-key-chart_']")]
+                       .every(chart => chart.querySelector('.explorer-plot, .js-plotly-plot'))"""
 
 
 def wait_until_run(page, new_document: bool = False) -> None:
