@@ -4,9 +4,9 @@ axe-core runs its WCAG 2.0 and 2.1 level A and AA rules on every page and every 
 click, as a student opens it: its content is drawn only then), on the lab, the discoveries (a card revealed), the
 encoder-decoder page and presenter mode (with and without high contrast), at a projector's 1366 x 768 and a
 phone (390 x 844, with a phone's User-Agent: the layout the app gives a phone). Every view is checked with the
-device set to light, each page's first view on a desktop in dark too; every tab is checked in dark in presenter mode by the
-projector's walk (tests/test_browser_presenter.py), since a scheme's colours do not change with the size. Any
-violation fails, charts included, with the rule, where it is and what is wrong; so does a page that scrolls
+device set to light, each page's first view on a desktop in dark too; every tab is checked in dark in presenter
+mode by the projector's walk (tests/test_browser_presenter.py), since a scheme's colours do not change with the
+size. Any violation fails, charts included, with the rule, where it is and what is wrong; so does a page that scrolls
 sideways on the phone (reflow, which axe does not check). A live class (the teacher's open class and tally, a
 student's phone answered and revealed) is checked as tests/test_browser_lessons.py leads one. axe-core comes with
 axe-playwright-python: nothing is downloaded.
@@ -14,8 +14,9 @@ axe-playwright-python: nothing is downloaded.
 The walk over every page and tab also checks what else a visit to each view must show: no exception on any tab,
 the page's title and its charts drawn, every request and websocket to the app's own server (one browser profile per
 device: its first page is a student's first visit, nothing cached), the page's link is the browser's URL and names
-the open tab (tests/test_browser_links.py reopens choices made on a page exactly in another profile); on a desktop, every tab, page link and button label whole; on a phone, no
-chart text on another or cut, and every control a finger's size.
+the open tab (tests/test_browser_links.py reopens choices made on a page exactly in another profile); on a
+desktop, every tab, page link and button label whole; on a phone, no chart text on another or cut, and every control
+a finger's size.
 """
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -163,8 +164,9 @@ def profile_of(chromium):
 def test_every_page_and_tab_has_no_wcag_violation(profile_of, app_url, slug, size):
     """Every view of the page (each tab, and a revealed card) in a new tab of the device's profile: WCAG 2.1 AA, no
     exception, the page's own title, its charts drawn, every request to the app's own server, and the page's link is
-    the browser's URL and names the open tab (tests/test_browser_links.py, `visit`). On a desktop every tab, page link and button label is whole; on a phone, every chart's text
-    is whole and apart and every control fits a finger (browser_support's MEASURE and small_targets).
+    the browser's URL and names the open tab (tests/test_browser_links.py, `visit`). On a desktop every tab, page
+    link and button label is whole; on a phone, every chart's text is whole and apart and every control fits a
+    finger (browser_support's MEASURE and small_targets).
     Every view is checked in light; dark on a desktop's first view of the page, and on every tab in the projector's
     walk (tests/test_browser_presenter.py, presenter mode at 1366 x 768): a scheme's colours are the same at every
     size, so each tab is checked once in each scheme, and each layout in light."""

@@ -1,14 +1,14 @@
 """Presenter mode on a projector, in a real browser (Chromium through Playwright, see test_browser.py):
 figures use the content width, no tab or link label is cut off (at 1920 x 1080 here; at 1366 x 768 in the walk
-below), the camera button downloads a figure, and at 1366 x 768 every tab, opened as a teacher opens it, shows its main
-chart whole on the first screen, every label whole, no chart text on top of another or cut off (browser_support's
+below), the camera button downloads a figure, and at 1366 x 768 every tab, opened as a teacher opens it, shows its
+main chart whole on the first screen, every label whole, no chart text on top of another or cut off (browser_support's
 MEASURE, as on a phone in the WCAG walk) and no WCAG 2.1 AA violation in dark (the WCAG walk checks every tab in
 light; each page's first tab is opened in high contrast and checked in light and dark too), and the knobs of a
 live demo in reach."""
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import (MEASURE, PROJECTOR, PROJECTOR_FIRST_TABS, PROJECTOR_VIEWS, chart_text_problems,
+from browser_support import (MEASURE, PROJECTOR, PROJECTOR_VIEWS, chart_text_problems,
                              first_screen, labels_clipped, main_element, open_view)
 from explorer.view import DEFAULT_SENTENCE
 from test_browser import rendered_plots
