@@ -45,7 +45,10 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             page.bring_to_front()                   # a hidden tab does not draw its charts
             page.wait_for_selector("[data-test-script-state='notRunning']")
             title = page.locator(".js-plotly-plot .gtitle", has_text="Next-token probabilities")
-            expect(title).to_contain_text(f"after “{word}”", timeout=60_000)
+            # the first fresh visitor waits longest: twelve new profiles each fetch and start plotly.js on the same
+            # two cores as the server, its two trainings and the other tests (alone: 40-57 s; once over 60 s in the
+            # whole suite). What students wait on their own devices is the benchmark's (bench/load.py).
+            expect(title).to_contain_text(f"after “{word}”", timeout=150_000)
             expect(page.get_by_role("textbox", name="Sentence")).to_have_value(sentence, timeout=30_000)
             assert page.locator("[data-testid='stException']").count() == 0
         for page in trainers:
