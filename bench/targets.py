@@ -81,7 +81,7 @@ TARGETS = [
            1.2, AT_MOST),
     Target("browser.first_chart_s", "a first visit (empty browser cache) to every chart drawn, attention page",
            5, AT_MOST, "s"),
-    Target("browser.plotly_first_mb", "plotly.js on the wire, first visit (4.8 MB uncompressed)", 1.6, AT_MOST,
+    Target("browser.plotly_first_mb", "plotly.js on the wire, first visit (1.5 MB uncompressed)", 0.6, AT_MOST,
            "MB"),
     Target("browser.plotly_later_mb", "plotly.js on the wire, a later visit (from the browser's cache)", 0.01,
            AT_MOST, "MB"),

@@ -36,7 +36,7 @@ SETTINGS = [ROOT / ".streamlit/config.toml", ROOT / ".ci/run", ROOT / "pytest.in
 
 # Paths made at run time, so absent from a fresh clone (each git-ignored):
 MADE_AT_RUN_TIME = {
-    "static/",               # the app copies the plotly package's plotly.min.js here when it starts (streamlit_app.py)
+    "static/",               # the app copies plotly.js (explorer/app/components/vendor/) here when it starts
     "build/screenshots/",    # the browser tests write every page's screenshot here (tests/test_browser.py)
     ".venv/",                # python3 dev.py run and test create the virtual environment here
     ".streamlit/secrets.toml",   # a server's own secrets (a hub token), written by whoever deploys; never in git

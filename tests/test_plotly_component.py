@@ -1,7 +1,9 @@
-"""The keyed Plotly component: plotly.js served from static/, and st.plotly_chart when it cannot be."""
+"""The keyed Plotly component: Plotly's cartesian bundle served from static/, and st.plotly_chart when it cannot be."""
 import filecmp
 import hashlib
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,32 @@ def fresh_provider():
     plotly_component.provide_plotly_js.cache_clear()
 
 
-def test_the_served_plotly_js_is_the_plotly_package_own(fresh_provider):
+ROOT = Path(__file__).resolve().parents[1]
+# The trace types Plotly's bundle registers (each trace module says so in the minified code).
+REGISTERED = re.compile(r'moduleType:"trace",name:"(\w+)"')
+
+
+def test_the_bundle_is_the_plotly_js_version_the_plotly_package_writes_figures_for():
+    import plotly.offline
+    header = plotly_component.SHIPPED_JS.read_text(encoding="utf-8")[:200]
+    assert re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", header).group(1) == \
+        plotly.offline.get_plotlyjs_version()
+
+
+def test_the_bundle_has_every_trace_type_the_app_draws():
+    """Every `go.<Trace>(` the app's code builds is a trace type the bundle registers; nothing uses plotly.express
+    (which builds trace types of its own choosing)."""
+    import plotly.graph_objects as go
+    code = "".join(p.read_text() for p in [*ROOT.glob("explorer/**/*.py"), *ROOT.glob("pages/*.py")])
+    built = {getattr(go, name)().type for name in re.findall(r"\bgo\.([A-Z]\w+)\(", code) if name != "Figure"}
+    registered = set(REGISTERED.findall(plotly_component.SHIPPED_JS.read_text(encoding="utf-8")))
+    assert built == {"scatter", "bar", "heatmap"} and built <= registered, (built, registered)
+    assert "plotly.express" not in code
+    full = (Path(go.__file__).parents[1] / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    assert len(set(REGISTERED.findall(full))) > 3 * len(registered)       # the check reads the same marks there
+
+
+def test_the_served_plotly_js_is_plotlys_cartesian_bundle(fresh_provider):
     assert fresh_provider() is True
     assert filecmp.cmp(plotly_component.PLOTLY_JS, plotly_component.SHIPPED_JS, shallow=False)
     assert not list(plotly_component.STATIC.glob("*.part"))                 # no half-copied file left
