@@ -205,6 +205,20 @@ def test_the_grid_labels_its_tokens_on_the_outer_panels_and_outlines_the_chosen_
                                                                       layout["yaxis5"]["domain"][0]]
 
 
+def test_on_a_phone_the_chosen_panels_title_is_its_name_alone():
+    """A phone's panels are about 55 px wide: "L1 H2 (chosen)" ran into the next panel's title (measured in Chromium's
+    headless shell; 2 px apart in the full browser). The orange outline and bold orange title mark the chosen one."""
+    prepared = prepare_text(tinytales().tokenizer, PRONOUN, 32)
+    for phone, title in ((True, "<b>L1 H2</b>"), (False, "<b>layer 1 head 2 (chosen)</b>")):
+        v = View(name="tinytales", bundle=tinytales(), text=PRONOUN, presenter=False, prepared=prepared,
+                 trace=default_trace(), phone=phone)
+        layout = attention.all_heads_figure(v, v.trace, layer=1, head=2).to_dict()["layout"]
+        texts = [a["text"] for a in layout["annotations"]]
+        assert texts[1 * 4 + 2] == title and sum("<b>" in t for t in texts) == 1
+        assert texts[0] == ("L0 H0" if phone else "layer 0 head 0")
+        assert layout["shapes"][0]["line"]["color"] == layout["annotations"][1 * 4 + 2]["font"]["color"]
+
+
 def test_a_query_row_read_in_words_and_the_math_behind_one_weight():
     at = show(open_page("attention", text=PRONOUN, layer=1, head=2, token=7), "Who looks at whom")
     tr = default_trace()

@@ -214,7 +214,8 @@ def grid_panels(cfg, layer: int) -> list[tuple[int, int]]:
 def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = None) -> go.Figure:
     """Small multiples: the attention pattern of every head in every layer, on one 0..1 colour scale. The
     outer panels name the tokens (keys along the bottom row, queries down the first column); the panel of
-    (layer, head), the one chosen in the pickers, is outlined in orange.
+    (layer, head), the one chosen in the pickers, is outlined in orange, its title in bold orange says "(chosen)"
+    (not on a phone, where it would run into the next panel's title).
 
     The grid is laid out by hand (axis domains), as plotly's make_subplots would, but much faster (measured:
     see docs/figures.md, "Measured once, behind a design choice").
@@ -254,7 +255,8 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
                                          name="selected head"))
         name = (f"L{l} H{h}" if v.phone else f"layer {l} head {h}") if everything else f"head {h}"   # one layer:
                                                                                             # its title names it
-        title = f"<b>{name} (chosen)</b>" if chosen else name
+        # a phone's panels are too narrow for "(chosen)" beside a neighbour's name: the outline and colour say it
+        title = f"<b>{name}</b>" if chosen and v.phone else f"<b>{name} (chosen)</b>" if chosen else name
         layout["annotations"].append(dict(text=title, x=x0 + width / 2, y=min(1.0, top), xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom",
                                           font=dict(size=16 if v.presenter else 12,
