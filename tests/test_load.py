@@ -1,6 +1,9 @@
 """Ten visitors at once on one real server, two of them training: nobody sees anybody else's results.
 
-Bounded: 10 tabs, 2 trainings of the walkthrough's model (a few seconds each), every wait capped by
+Each visitor is a tab of its own, so a Streamlit session of its own, as a student's device is; the tabs share one
+browser profile, which fetches and compiles the app's scripts once rather than twelve times on the test's two
+cores (what a student's own device waits is the benchmark's, bench/load.py and bench/browser.py).
+Bounded: 12 tabs, 2 trainings of the walkthrough's model (a few seconds each), every wait capped by
 Playwright's timeout; the test ends by itself.
 """
 from playwright.sync_api import expect
@@ -23,8 +26,8 @@ def bundled_probabilities(page, app_url) -> list:
 
 
 def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chromium, app_url):
-    contexts = [chromium.new_context() for _ in range(VISITORS + TRAINERS)]
-    pages = [c.new_page() for c in contexts]
+    profile = chromium.new_context()
+    pages = [profile.new_page() for _ in range(VISITORS + TRAINERS)]
     errors = {id(page): [] for page in pages}
     for page in pages:
         page.set_default_timeout(60_000)
@@ -45,9 +48,9 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
             page.bring_to_front()                   # a hidden tab does not draw its charts
             page.wait_for_selector("[data-test-script-state='notRunning']")
             title = page.locator(".js-plotly-plot .gtitle", has_text="Next-token probabilities")
-            # the first fresh visitor waits longest: twelve new profiles each fetch and start plotly.js on the same
-            # two cores as the server, its two trainings and the other tests (alone: 40-57 s; once over 60 s in the
-            # whole suite). What students wait on their own devices is the benchmark's (bench/load.py).
+            # the first visitor waits longest: twelve new tabs each start the app's scripts and plotly.js on the same
+            # two cores as the server, its two trainings and the other tests (twelve new profiles, alone: 40-57 s;
+            # once over 60 s in the whole suite). What students wait on their own devices is the benchmark's.
             expect(title).to_contain_text(f"after “{word}”", timeout=150_000)
             expect(page.get_by_role("textbox", name="Sentence")).to_have_value(sentence, timeout=30_000)
             assert page.locator("[data-testid='stException']").count() == 0
@@ -65,5 +68,4 @@ def test_ten_visitors_and_two_trainings_at_once_see_only_their_own_results(chrom
         crashes = [e for logged in errors.values() for e in logged if e.startswith("page error")]
         assert crashes == []                    # e.g. "Bad delta path index": a page gone white (pages/training.py)
     finally:
-        for context in contexts:
-            context.close()
+        profile.close()
