@@ -1,13 +1,20 @@
 """A real server and a real browser for the browser tests: the benchmark's own (bench/live.py), so tests and
 benchmark start the app and wait for it the same way, plus what only tests do: a phone's browser, and what a
-first screen shows (which element is a view's main one, and how much of it is on screen)."""
+first screen shows (which element is a view's main one, and how much of it is on screen).
+The tests drive Chromium's headless shell (bench/live.py, HEADLESS_SHELL: the same engine, 12% less CPU)."""
 from urllib.parse import quote_plus, urlsplit
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from bench.live import CHROMIUM, ROOT, launch, open_view, rss_mb, serve, wait_until_run  # noqa: F401
+from bench import live
+from bench.live import HEADLESS_SHELL as CHROMIUM, ROOT, open_view, rss_mb, serve, wait_until_run  # noqa: F401
 from conftest import BROWSER_TIMEOUT_MS
 from explorer.registry import ENCODER_DECODER, STEPS
+
+
+def launch(playwright):
+    """The tests' browser: Chromium's headless shell."""
+    return live.launch(playwright, CHROMIUM)
 
 
 def type_sentence(page, text: str) -> None:

@@ -99,6 +99,36 @@ SLOW = [
     "tests/test_lab.py::test_download_then_upload_gives_identical_logits",
     "tests/test_lab_views.py::test_the_time_left_follows_the_wall_clock_pace_of_ticks_not_the_compute_time",
     "tests/test_tasks.py::test_teacher_forcing_learns_to_reverse_three_digits_and_ignores_padding",
+    # the quick loop's tests over 0.7 s in a whole-suite run (stop 41), but the layering checks (tests/test_imports.py)
+    "tests/test_why.py::test_a_click_on_a_heads_bar_or_a_route_node_names_what_it_chose",
+    "tests/test_dead_code.py::test_the_public_api_exists_and_is_documented",
+    "tests/test_transformer.py::test_run_can_keep_only_some_names_with_the_same_values",
+    "tests/test_chart_text.py::test_every_chart_on_every_tab_is_announced_by_a_sentence_from_its_data[tokenization]",
+    "tests/test_lab.py::test_the_setup_panels_draw_their_knobs_only_while_open_and_keep_their_values",
+    "tests/test_view.py::test_presenter_mode_survives_a_page_switched_to_by_code",
+    "tests/test_gpt2_tokenizer.py::test_known_ids",
+    "tests/test_generate.py::test_next_token_probabilities_are_a_distribution",
+    "tests/test_url.py::test_only_the_url_module_touches_the_query_parameters",
+    "tests/test_class.py::test_answers_come_in_live_and_the_reveal_shows_the_models_answer_beside_each_guess",
+    "tests/test_lab.py::test_a_corrupted_upload_is_refused_with_a_message_and_nothing_is_lost",
+    "tests/test_lab_views.py::test_explore_publishes_the_model_selects_it_with_its_probe_sentence_and_opens_the_walk_"
+    "through",
+    "tests/test_pretrained.py::test_every_loaded_weight_owns_exactly_its_memory",
+    "tests/test_page_tokenization.py::test_the_vocabulary_can_be_searched_and_counts_come_from_the_training_text",
+    "tests/test_page_tokenization.py::test_word_char_and_bpe_are_compared_with_real_token_counts",
+    "tests/test_pretrained.py::test_every_intermediate_matches_hugging_face",
+    "tests/test_discoveries.py::test_a_model_with_fresh_weights_gets_its_own_recomputed_heads",
+    "tests/test_discoveries.py::test_reveal_shows_the_guess_beside_the_models_answer_and_keeps_it",
+    "tests/test_lab.py::test_the_probe_sentence_is_the_one_whose_attention_is_watched_and_whose_words_start_the_samples",
+    "tests/test_lab_scope.py::test_a_language_model_of_the_lab_says_which_text_it_read",
+    "tests/test_pretrained_llama.py::test_logits_patterns_and_the_residual_stream_match_transformers",
+    "tests/test_gpt2_tokenizer.py::test_added_tokens_outside_the_vocabulary_are_refused",
+    "tests/test_edits.py::test_an_edit_that_works_in_place_still_changes_nothing_before_it_nor_the_shared_model",
+    "tests/test_lab_views.py::test_the_lab_says_how_to_share_a_trained_model",
+    "tests/test_claims.py::test_slow_motion_trains_two_steps_per_tick",
+    "tests/test_class.py::test_students_join_with_the_code_and_follow_the_teachers_next_and_previous",
+    "tests/test_encoder_decoder_app.py::test_every_tab_runs_on_real_numbers",
+    "tests/test_pretrained.py::test_a_swapped_query_and_key_is_caught",
 ]
 
 
@@ -362,7 +392,8 @@ def playwright_driver():
     missing = [what for what, ok in (("Playwright", sync_playwright is not None),
                                      (CHROMIUM, os.path.exists(CHROMIUM))) if not ok]
     if missing:
-        message = f"{' and '.join(missing)} not installed (apt-get install chromium; pip install playwright)"
+        message = (f"{' and '.join(missing)} not installed "
+                   "(apt-get install chromium-headless-shell; pip install playwright)")
         if _in_ci():
             pytest.fail("the browser tests must run in CI: " + message)
         pytest.skip(message)
