@@ -137,8 +137,9 @@ SLOW = [
 # workers take the rest file by file (BrowserGroups below).
 BROWSER_FILES = {"tests/test_hostile.py", "tests/test_load.py"}
 
-# The browser tests' groups, about equal in time (each 7-10 min on a quiet 2-core machine): the WCAG walk of every
-# page and tab; the walks of every page for links, the projector and the README's pictures; everything else.
+# The browser tests' groups (3.5-6 min each in a whole-suite run on 2 cores; the other files fill the workers around
+# them): the WCAG walk of every page and tab; the walks of every page for links, the projector and the README's
+# pictures; everything else.
 BROWSER_GROUPS = {"tests/test_browser_a11y.py": "browser-a11y", "tests/test_browser_links.py": "browser-walks",
                   "tests/test_browser.py": "browser-walks", "tests/test_browser_presenter.py": "browser-walks"}
 
