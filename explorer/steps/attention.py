@@ -256,7 +256,7 @@ def all_heads_figure(v: View, trace: Trace, layer: int = 0, head: int | None = N
         name = (f"L{l} H{h}" if v.phone else f"layer {l} head {h}") if everything else f"head {h}"   # one layer:
                                                                                             # its title names it
         # a phone's panels are too narrow for "(chosen)" beside a neighbour's name: the outline and colour say it
-        title = f"<b>{name}</b>" if chosen and v.phone else f"<b>{name} (chosen)</b>" if chosen else name
+        title = f"<b>{name}{'' if v.phone else ' (chosen)'}</b>" if chosen else name
         layout["annotations"].append(dict(text=title, x=x0 + width / 2, y=min(1.0, top), xref="paper", yref="paper",
                                           showarrow=False, yanchor="bottom",
                                           font=dict(size=16 if v.presenter else 12,
