@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from explorer.app import classroom, runner_race, url
+from explorer.app import classroom, peek, runner_race, url
 from explorer.app.cache import give_back_dropped_traces
 from explorer.app.lab import pause_all
 from explorer.app.layout import let_go_of_page_tensors
@@ -46,17 +46,19 @@ if page.url_path != LAB.slug:
     pause_all()                                   # leaving the lab pauses its training
 st.session_state["_page"] = page.url_path         # whose open section (tab) the URL carries
 classroom.rejoin_from_url()                       # a reloaded student finds their seat again (or is told why not)
+peek.from_url()                                   # the teacher's second screen (its link, or its reload)
 classroom.load_lesson_from_url()                  # a lesson's link opens it on the class page
-classroom.follow()                                # a student follows the teacher's step
+classroom.follow()                                # a student follows the teacher's step (a teacher, their second screen's)
 classroom.apply_pending()                         # a lesson's step to show: its view, before the sidebar
 classroom.switch_if_moved(page.url_path)          # ... on its own page
 st.session_state["view"] = view = current_view()  # pages read it with explorer.app.state.view()
-url.write(view_params(), classroom.url_params())  # the URL: this view, and the class a page is in
+url.write(view_params(), classroom.url_params(), peek.url_params())   # the URL: this view, the class a page is in
 # The main area's first element is an empty placeholder. Streamlit (1.67) draws an exception raised by a widget's
 # callback during a fragment run at the main area's first place: were that the class box, which holds the class's
 # polling fragment, the next poll would write into an element and the browser would crash to a blank page
 # (tests/test_browser_lessons.py). An empty element takes the hit instead.
 st.empty()
+classroom.set_veil(view.name, view.text)          # an open question: what answers it is hidden on this screen
 classroom.class_box(view.name, view.text)         # the class's box: the teacher's controls or a student's
 try:
     page.run()

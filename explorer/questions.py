@@ -23,7 +23,8 @@ order, the alphabet, counting up): never the order of the model's own ranking.
 
 `KINDS` is that table as code; a kind names the pages it fits, and the lesson parser refuses a question on any
 other page. Each answer reuses the step builders the pages draw from (explorer/steps/), so what the class is
-asked is what the page shows.
+asked is what the page shows; and it says where it stands on the page's chart (`Asked.target`: the bar or the
+cell, in the chart's own labels), for the reveal to point at it (explorer/pointer.py).
 """
 import zlib
 from collections.abc import Callable
@@ -42,7 +43,8 @@ from explorer import memo
 
 from explorer.classroom.store import ANSWER_CHARS, clean_text
 from explorer.numbers import percent
-from explorer.plot import visible
+from explorer.plot import labels as axis_labels, safe, token_label, visible
+from explorer.pointer import Target
 from explorer.registry import BY_SLUG
 from explorer.steps import attention, embedding, encoder_decoder, residual, whatif, why
 from explorer.view import View, escape, quote
@@ -79,6 +81,7 @@ class Asked:
     shown: dict[str, str] = field(default_factory=dict)      # the same, as the reveal writes it (plain text)
     measure: str = ""                     # what the numbers are, a column's title
     said: str = ""                        # what the model did, one computed sentence (Markdown, text escaped)
+    target: Target | None = None          # where the answer stands on the page's chart (explorer/pointer.py)
 
     def right(self, choice: str) -> bool | None:
         """Whether `choice` is the answer (None: a poll has no right answer)."""
@@ -163,8 +166,10 @@ def next_word(question: Question, view: View, where: Place) -> Asked:
     said = (f"After {after}, the model's top guess is {quote(words[0])} at {percent(values[words[0]])}"
             + (f"; then {quote(words[1])} at {percent(values[words[1]])}." if len(words) > 1 else "."))
     prompt = f"Which word will the model write after “{label(view.tokens[where.token])}”?"
+    bar = Target(f"after “{safe(view.tokens[where.token])}” (position {where.token})",      # the prediction page's
+                 col=token_label(vocab[int(top.indices[0])]))                             # probability bars
     return Asked("next-word", question.prompt or prompt, tuple(sorted(words)), words[0], values,
-                 {w: percent(p) for w, p in values.items()}, "the model's probability", said)
+                 {w: percent(p) for w, p in values.items()}, "the model's probability", said, bar)
 
 
 def token_count(question: Question, view: View, where: Place) -> Asked:
@@ -216,9 +221,11 @@ def nearest_word(question: Question, view: View, where: Place) -> Asked:
     answer, given = label(vocab[ranked[0]]), label(vocab[word_id])
     said = (f"Of every word {view.name} knows, the row nearest to {quote(given)}'s is {quote(answer)}'s: cosine "
             f"similarity **{values[answer]:.3f}**.")
+    bar = Target(f"Nearest neighbours of “{token_label(vocab[word_id])}”",           # the embedding page's
+                 row=f"{token_label(vocab[ranked[0]])} (id {ranked[0]})")            # neighbours tab
     return Asked("nearest-word", question.prompt or f"Which of these words is closest to “{given}” in the model's "
                  "embedding?", tuple(sorted(values)), answer, values, {w: f"{c:.3f}" for w, c in values.items()},
-                 "cosine similarity", said)
+                 "cosine similarity", said, bar)
 
 
 def looks_at(question: Question, view: View, where: Place) -> Asked:
@@ -232,10 +239,12 @@ def looks_at(question: Question, view: View, where: Place) -> Asked:
     chosen = _in_order([p for p, _ in top], order=lambda p: p)
     values = {names[p]: w for p, w in top}
     query = word_labels(view.tokens, [where.token])[where.token]
+    axes = [safe(name) for name in axis_labels(view.tokens)]                # the pattern heatmap's rows and columns
+    cell = Target(f"layer {where.layer} head {where.head}", row=axes[where.token], col=axes[top[0][0]])
     return Asked("looks-at", question.prompt or f"Layer {where.layer}, head {where.head}: which earlier word does "
                  f"“{query}” look at most?", tuple(names[p] for p in chosen), names[top[0][0]], values,
                  {n: f"{w:.2f}" for n, w in values.items()}, "attention weight",
-                 escape(attention.head_sentence(view, view.trace, where.layer, where.head, where.token)) + ".")
+                 escape(attention.head_sentence(view, view.trace, where.layer, where.head, where.token)) + ".", cell)
 
 
 LENS_OPTIONS = 5                   # a deep model's stages (GPT-2: 13) are offered five in a row
@@ -243,9 +252,11 @@ LENS_OPTIONS = 5                   # a deep model's stages (GPT-2: 13) are offer
 
 def lens_layer(question: Question, view: View, where: Place) -> Asked:
     """At which stage of the stream the logit lens first reads the final guess on top, and keeps it there to the
-    end (as the residual page's lens says it); every stage is an option, or five in a row around the answer."""
+    end (as the residual page's lens says it), among exactly the stages its chart draws by default (a tiny model's
+    after attention too: residual.lens_reads_mid); every stage is an option, or five in a row around the answer."""
     _decoder_only(view, "lens-layer")
-    lens = residual.logit_lens(view, False, where.token)          # one position: GPT-2 reads 13 vectors, not 832
+    with_mid = residual.lens_reads_mid(view)
+    lens = residual.logit_lens(view, with_mid, where.token)       # one position: GPT-2 reads 13 vectors, not 832
     column, probs = lens.at(where.token)                                                      # (S,), (S,)
     first = residual.settled(column)
     stages = [name for _, name in lens.stages]
@@ -257,9 +268,13 @@ def lens_layer(question: Question, view: View, where: Place) -> Asked:
     values = {stages[s]: float(probs[s]) for s in offered}
     shown = {stages[s]: f"“{label(vocab[int(column[s])])}” {percent(probs[s])}" for s in offered}
     after = label(view.tokens[where.token])
+    position, stage = safe(axis_labels(view.tokens)[where.token]), safe(stages[first])
+    cell = (Target("Logit lens", row=stage, col=position) if len(stages) > residual.LENS_COLUMNS   # stages down
+            else Target("Logit lens", row=position, col=stage))
     return Asked("lens-layer", question.prompt or "Reading the stream early (the logit lens): at which stage does "
                  f"the final guess after “{after}” first come out on top?", tuple(stages[s] for s in offered),
-                 stages[first], values, shown, "top guess read there", residual.lens_in_words(view, lens, where.token))
+                 stages[first], values, shown, "top guess read there", residual.lens_in_words(view, lens, where.token),
+                 cell)
 
 
 def knockout(question: Question, view: View, where: Place) -> Asked:
@@ -308,10 +323,13 @@ def biggest_push(question: Question, view: View, where: Place) -> Asked:
     logit = float(result.logits[0])
     said = (f"The model's top guess after {quote(after)} is {quote(label(word))}, with a logit of **{logit:.2f}**; "
             f"the part that adds most to it is **{names[ranked[0]]}** ({why.signed(values[names[ranked[0]]])}).")
+    reading = why.stream_tokens(view, view.trace)[where.token]
+    bar = Target(f"Why “{token_label(word)}” after “{token_label(reading)}”",       # the why page's attribution
+                 row=safe(result.parts[ranked[0]].label))
     return Asked("biggest-push", question.prompt or f"Which part pushes the model's top guess after “{after}”, "
                  f"“{label(word)}”, up the most?", tuple(names[i] for i in _in_order(ranked, order=lambda i: i)),
                  names[ranked[0]], values, {n: why.signed(v) for n, v in values.items()},
-                 "added to the logit", said)
+                 "added to the logit", said, bar)
 
 
 def reads_source(question: Question, view: View, where: Place) -> Asked:
@@ -337,10 +355,12 @@ def reads_source(question: Question, view: View, where: Place) -> Asked:
     out = label(written[row])
     said = (f"Layer {where.layer}, head {where.head}: while writing {quote(out)}, the decoder reads "
             f"{quote(names[ranked[0]])} most, with **{values[names[ranked[0]]]:.2f}** of its attention.")
+    cell = Target(f"Cross-attention, layer {where.layer}:", row=safe(encoder_decoder.row_labels(view, view.trace)[row]),
+                  col=safe(axis_labels(view.tokens)[ranked[0]]), panel=f"head {where.head}")   # the cross tab's panel
     return Asked("reads-source", question.prompt or f"Layer {where.layer}, head {where.head}: writing “{out}”, "
                  "which source word does the decoder read most?",
                  tuple(names[p] for p in _in_order(ranked, order=lambda p: p)), names[ranked[0]], values,
-                 {n: f"{w:.2f}" for n, w in values.items()}, "attention weight", said)
+                 {n: f"{w:.2f}" for n, w in values.items()}, "attention weight", said, cell)
 
 
 def choice(question: Question, view: View | None, where: Place | None) -> Asked:

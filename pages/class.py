@@ -5,10 +5,17 @@ import segno
 import streamlit as st
 
 from explorer import lessons, questions
-from explorer.app import classroom
+from explorer.app import classroom, peek
 from explorer.app.layout import explanation, page_header
 from explorer.app.state import view
 from explorer.view import escape
+
+
+def qr_png(link: str, scale: int) -> bytes:
+    """A QR code of `link`, as PNG."""
+    buffer = io.BytesIO()
+    segno.make(link, error="m").save(buffer, kind="png", scale=scale, border=2)
+    return buffer.getvalue()
 
 
 def edit_draft(steps: list) -> lessons.Lesson | None:
@@ -43,7 +50,10 @@ if st.session_state.get("_class_problem"):
     st.warning(escape(st.session_state["_class_problem"]), icon=":material/info:")
 
 role = classroom.role()
-if role == "teacher":
+if peek.active():                                            # the teacher's second screen (its own link)
+    st.subheader("Your second screen")
+    peek.second_screen(v.name, v.text)                       # polled: it follows the class, and leads it
+elif role == "teacher":
     code = st.session_state[classroom.CODE]
     link = classroom.join_link(code)
     st.subheader("Your class is open")
@@ -53,13 +63,22 @@ if role == "teacher":
         st.markdown(f"# {code}")                      # letters and digits only (store.CODE_ALPHABET)
         st.markdown("or with this link:")
         st.code(link, language=None, wrap_lines=True)
-    buffer = io.BytesIO()
-    segno.make(link, error="m").save(buffer, kind="png", scale=12 if v.presenter else 8, border=2)
-    right.image(buffer.getvalue(), caption=f"QR code of the link to class {code}", width=360 if v.presenter else 260,
-                alt=f"QR code of the link to class {code}: {link}")
+    right.image(qr_png(link, 12 if v.presenter else 8), caption=f"QR code of the link to class {code}",
+                width=360 if v.presenter else 260, alt=f"QR code of the link to class {code}: {link}")
     classroom.who_joined(code)                               # polled: the room joining shows as it happens
     st.caption("Move the class with Next and Previous in the class box at the top of every page. Keep this browser "
                "tab open: the teacher key lives only in it.")
+    with st.popover("Your second screen", icon=":material/phonelink:",          # a secret: shown only when opened
+                    help="Each question's answer and each step's note on your phone or a laptop, with Previous, Next "
+                         "and Reveal"):
+        second = peek.link()
+        st.markdown("Open this link on your phone, or on a laptop the room cannot see: it shows each question's "
+                    "answer with its number before you reveal it, and each step's note, with **Previous**, **Next** "
+                    "and **Reveal**. The projector never shows the answer before you reveal it. Keep the link to "
+                    "yourself: whoever has it leads the class (but cannot end it).")
+        st.code(second, language=None, wrap_lines=True)
+        st.image(qr_png(second, 5), width=200, caption="QR code of your second screen's link",
+                 alt="QR code of your second screen's link")
     st.subheader("What the class got right")
     classroom.class_summary(code, v.name, v.text)            # polled: the answers as they come in
     with st.container(horizontal=True):

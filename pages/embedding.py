@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer.steps import embedding
-from explorer.app.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
-                             token_picker)
+from explorer.app.layout import (chart, dims_picker, explanation, math_panel, page_header, quote, require_trace, say,
+                                 sections, step_nav, token_picker, veil_box, veiled)
 from explorer.app.state import view
 
 v = view()
@@ -49,12 +49,15 @@ if neighbours.open:
         position = token_picker(v, st.columns([1, 2])[0], label="Token")
         token_id = v.prepared.ids[position]
         table = embedding.neighbours_table(v, token_id)
-        chart(embedding.neighbours_figure(v, token_id, table), key="neighbours")
-        st.caption(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
+        chart(embedding.neighbours_figure(v, token_id, table), key="neighbours", part="neighbours")
+        say(f"The {len(table)} vocabulary tokens whose rows point most nearly the same way as the row of "
                    f"{quote(v.bundle.tokenizer.vocab[token_id])}, out of all {cfg.vocab_size:,}. Training can give "
-                   "words that are used in similar places similar rows; whether it did here, the neighbours show.")
+                   "words that are used in similar places similar rows; whether it did here, the neighbours show.",
+            "neighbours", caption=True)
         panel = math_panel("embedding")
-        if panel.open:
+        if panel.open and veiled("neighbours"):
+            veil_box("neighbours", panel, key="neighbours_math")
+        elif panel.open:
             with panel:
                 st.markdown(embedding.lookup_math(v, trace, position))
                 if len(table):

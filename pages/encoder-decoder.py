@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.steps import encoder_decoder
 from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
-                             sections, step_nav)
+                             say, sections, step_nav, veil_box, veiled)
 from explorer.app.models import BUNDLED_SEQ2SEQ, is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
 from explorer.app.state import apply_view, view
@@ -44,16 +44,18 @@ cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
 if cross.open:
     with cross:
         st.subheader("Cross-attention: the decoder reads the source")
-        chart(encoder_decoder.figure("cross", v, layer, head), key="cross")
+        chart(encoder_decoder.figure("cross", v, layer, head), key="cross", part="cross")
         st.caption(encoder_decoder.CROSS_TEXT)
-        st.markdown(encoder_decoder.alignment_story(v, trace))
+        say(encoder_decoder.alignment_story(v, trace), "cross")
         best = encoder_decoder.best_head(v, trace)
         if best.hits and (best.layer, best.head) != (layer, head):
             st.button(f"Show layer {best.layer}, head {best.head}", key="s2s_best_head", icon=":material/visibility:",
                       on_click=apply_view, kwargs=dict(layer=best.layer, head=best.head))
-        st.markdown(encoder_decoder.alignment_words(v, trace, layer, head))
+        say(encoder_decoder.alignment_words(v, trace, layer, head), "cross")
         panel = math_panel(encoder_decoder.SLUG)
-        if panel.open:
+        if panel.open and veiled("cross"):
+            veil_box("cross", panel, key="cross_math")
+        elif panel.open:
             with panel:
                 a, b = st.columns(2)
                 rows = encoder_decoder.row_labels(v, trace)     # a label per row: the trace is gone after the run

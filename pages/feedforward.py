@@ -7,7 +7,7 @@ from explorer.steps.feedforward import (ALL_NEURONS_UP_TO, SLUG, activation_name
                                   neuron_math_latex, neuron_terms, shapes_figure, top_neurons,
                                   top_neurons_everywhere_figure, top_neurons_figure, zeroed)
 from explorer.app.layout import (beside_the_chart, chart, picker_row, dims_picker, explanation, layer_picker, math_panel, page_header, quote, require_trace,
-                             sections, step_nav, token_picker, whatif_notes)
+                             say, sections, step_nav, token_picker, veiled, whatif_notes)
 from explorer.plot import DIMS_SHOWN
 from explorer.app.state import view
 from explorer.steps import whatif
@@ -93,6 +93,7 @@ if whatif_tab.open:
         st.subheader("What if a layer had no feed-forward network?")
         knobs, stage = beside_the_chart(v)
         token = token_picker(v, knobs if v.presenter else knobs.columns([1, 3])[0])
+        hidden = veiled("what-if")     # an open question about the forecast: the skip's effect names it
         search = feedforward.skip_search(v)
         options = feedforward.choices(layer, search, token)
         if st.session_state.get("mlp_whatif") not in options:          # opening the tab: a choice that shows
@@ -108,11 +109,12 @@ if whatif_tab.open:
         after = whatif.experiment_trace(v, experiment)
         change = whatif.next_token_change(v, trace, after, position=token)
         words = stage.container()                   # the words under the chart on a small first screen, else above it
-        chart(whatif.change_figure(change, experiment, v.presenter), stage, key="whatif")
-        (stage if v.compact else words).markdown(change_in_words(v, trace, after, skipped, position=token))
+        chart(whatif.change_figure(change, experiment, v.presenter), stage, key="whatif", part="what-if")
+        say(change_in_words(v, trace, after, skipped, position=token), "what-if", stage if v.compact else words)
         notes, elsewhere = feedforward.whatif_notes(v, search, trace, after, experiment, token)
-        with stage:
-            whatif_notes(v, notes, elsewhere, "mlp_whatif",
-                         help="Makes that token the selected one; the what-if then shows its forecast.")
+        if not hidden:
+            with stage:
+                whatif_notes(v, notes, elsewhere, "mlp_whatif",
+                             help="Makes that token the selected one; the what-if then shows its forecast.")
 
 step_nav(SLUG)

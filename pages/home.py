@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.steps.home import INTRO, pipeline
-from explorer.app.layout import (explanation, page_header, require_trace, step_nav, then_and_now_panel,
+from explorer.app.layout import (explanation, page_header, require_trace, step_nav, then_and_now_panel, veiled,
                                   word_list)
 from explorer.scope import training_line
 from explorer.app.state import label, view
@@ -20,11 +20,17 @@ st.markdown(training_line(v))
 if not v.prepared.unknown:                     # with unknown words the list is open beside their notice
     word_list(v)
 stages = pipeline(v)
+# An open question veils what answers it: a token count hides every shape (each counts the tokens) and the
+# sentences that count them; a next word hides the top guess.
+hidden = {slug for slug, part in (("tokenization", "tokens"), ("attention", "tokens"), ("prediction", "forecast"))
+          if veiled(part)}
 for i, stage in enumerate(stages):
     with st.container(border=True):
         left, middle, right = st.columns([3, 2, 2], vertical_alignment="center")
-        left.markdown(f"**{stage.name}**  \n{stage.detail}")
-        middle.markdown(f"#### {stage.shape}")
+        detail = (":material/visibility_off: *Guess first: this comes at the reveal.*" if stage.slug in hidden
+                  else stage.detail)
+        left.markdown(f"**{stage.name}**  \n{detail}")
+        middle.markdown("#### ?" if veiled("tokens") else f"#### {stage.shape}")
         step = BY_SLUG[stage.slug]
         right.page_link(step.file, label=step.title, icon=step.icon)
     if i + 1 < len(stages):

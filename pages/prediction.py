@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer.app.layout import (chart, explanation, keep_if, knobs_and_chart, main_chart, math_panel, page_header,
-                                 picker_row, quote, require_trace, step_nav, token_picker)
+                                 picker_row, quote, require_trace, step_nav, token_picker, veil_box, veiled)
 from explorer.plot import safe
 from explorer.registry import BY_SLUG
 from explorer.steps.prediction import (cache_story, cache_table, times_figure, times_story, MATH_ROWS, STRATEGY_LABELS, TOP_BARS, TOP_K_SLIDER_MAX, Continuation, Settings,
@@ -58,26 +58,31 @@ actual = v.prepared.ids[position + 1] if position + 1 < n_tokens else None
 after = v.tokens[position]
 bars = 8 if v.presenter else TOP_BARS                        # fewer, larger bars on a projector
 scores, chances = stage.columns([2, 3])           # side by side: both on a projector's first screen too
-chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores, key="logits")
+chart(logit_figure(table, f"Scores (logits) after “{safe(after)}”", bars, v.presenter), scores, key="logits",
+      part="forecast")
 chart(probability_figure(table, settings, f"Next-token probabilities after “{safe(after)}” "
                                           f"(position {position})", actual, bars, v.presenter), main_chart(chances),
-      key="probabilities")
-numbers = st.columns(3)
-numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum()):,} of {V:,}")
-numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
-numbers[2].metric("Favourite", quote(table.token.iloc[0]), f"{table.final.iloc[0]:.1%} after the cut",
-                  delta_color="off", delta_arrow="off")
-st.caption(kept_summary(table))
-if actual is not None:
-    st.markdown(actual_next_story(table, actual))
-else:
-    st.caption(f"After the last token, {quote(after)}, the sentence ends: this forecast is what the model "
-               "would write next.")
-st.page_link(BY_SLUG["why"].file, label=f"Why {quote(table.token.iloc[0])}? See what each head and layer added to "
-             "this forecast", icon=BY_SLUG["why"].icon)
+      key="probabilities", part="forecast")
+hidden = veiled("forecast")             # a class's open next-word question: its answer waits for the reveal
+if not hidden:
+    numbers = st.columns(3)
+    numbers[0].metric("Tokens in the draw", f"{int(table.kept.sum()):,} of {V:,}")
+    numbers[1].metric("Chance kept", f"{mass_kept(table):.2%}")
+    numbers[2].metric("Favourite", quote(table.token.iloc[0]), f"{table.final.iloc[0]:.1%} after the cut",
+                      delta_color="off", delta_arrow="off")
+    st.caption(kept_summary(table))
+    if actual is not None:
+        st.markdown(actual_next_story(table, actual))
+    else:
+        st.caption(f"After the last token, {quote(after)}, the sentence ends: this forecast is what the model "
+                   "would write next.")
+    st.page_link(BY_SLUG["why"].file, label=f"Why {quote(table.token.iloc[0])}? See what each head and layer added "
+                 "to this forecast", icon=BY_SLUG["why"].icon)
 
 panel = math_panel("prediction")
-if panel.open:
+if panel.open and hidden:
+    veil_box("forecast", panel)
+elif panel.open:
     with panel:
         if temperature == 0:
             st.markdown("At temperature 0 there is nothing to compute: dividing by 0 is impossible, so the rule is "
@@ -108,6 +113,10 @@ if panel.open:
 
 # --- writing with the model: an explicit action, so here the model does run --------------------------
 st.subheader("Let the model write")
+if hidden:                              # its first word would be the open question's answer
+    veil_box("forecast", key="continuation")
+    step_nav("prediction")
+    st.stop()
 controls = st.columns([2, 1, 1, 1] if not v.presenter else [2, 1])
 strategy = controls[0].radio("Strategy", STRATEGIES, key="prediction_strategy", horizontal=True,
                              format_func=STRATEGY_LABELS.get,

@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer.steps import tokenization
-from explorer.app.layout import (beside_the_chart, chart, explanation, math_panel, page_header, quote, require_trace, sections, step_nav,
-                             token_picker)
+from explorer.app.layout import (beside_the_chart, chart, explanation, math_panel, page_header, quote, require_trace, say,
+                                 sections, step_nav, token_picker, veil_box, veiled)
 from explorer.app.state import view
 
 v = view()
@@ -17,28 +17,31 @@ cut_up, three_ways, merges, vocabulary = sections("tokenization")
 if cut_up.open:
     with cut_up:
         st.subheader("Your sentence as tokens")
-        chart(tokenization.sentence_figure(v), key="sentence")
+        chart(tokenization.sentence_figure(v), key="sentence", part="tokens")
         unknown = ("Blue pieces were found in its vocabulary; orange pieces were not and are read as `<unk>`. "
                    if tok.unk_id is not None else "")
         st.caption(f"This model uses a **{tokenization.KIND_NAMES[tok.kind].lower()} tokenizer** with {tok.vocab_size:,} "
                    f"tokens. {unknown}Hover over a piece for details.")
-        with st.container(border=True):
-            st.markdown(tokenization.unknown_note(v))
+        if not veiled("tokens"):
+            with st.container(border=True):
+                st.markdown(tokenization.unknown_note(v))
 
 if three_ways.open:
     with three_ways:
         st.subheader("Three ways to cut the same text")
         tokenizers, source = tokenization.comparison_tokenizers(v.bundle)
         cut = tokenization.comparison_pieces(tokenizers, v.text)
-        for column, kind in zip(st.columns(3, wrap=False), tokenization.KINDS):      # one row on a phone too
+        counts = [] if veiled("tokens") else zip(st.columns(3, wrap=False), tokenization.KINDS)  # one row on a phone
+        for column, kind in counts:    # (an open token-count question: the model's count is among them)
             column.metric(f"{tokenization.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
                           len(cut[kind]), help=f"{tokenization.KIND_NAMES[kind]}: {tokenization.KIND_ABOUT[kind]}; "
                                              f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
-        chart(tokenization.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison")
+        chart(tokenization.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison",
+              part="tokens")
         st.caption(tokenization.source_note(source, tok.kind))
         if v.prepared.dropped:
-            st.caption("The counts are for your whole text; the model itself reads only its last "
-                       f"{len(v.prepared.ids)} tokens.")
+            say("The counts are for your whole text; the model itself reads only its last "
+                f"{len(v.prepared.ids)} tokens.", "tokens", caption=True)
 
 if merges.open:
     with merges:
@@ -86,7 +89,9 @@ if vocabulary.open:
             st.caption(f"{len(table):,} of {tok.vocab_size:,} entries shown. The id is the row number: the model's "
                        "embedding table (next step) has one row per id.")
         panel = math_panel("tokenization")
-        if panel.open:
+        if panel.open and veiled("tokens"):
+            veil_box("tokens", panel, key="lookup_math")
+        elif panel.open:
             with panel:
                 position = token_picker(v, label="Token to look up")
                 steps_text, around = tokenization.lookup_math(v, position)

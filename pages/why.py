@@ -7,12 +7,14 @@ from model.inputs import prepare_text
 from explorer import memo
 from explorer.app.models import is_encoder_decoder
 from explorer.app.layout import (beside_the_chart, chart, explanation, head_picker, layer_picker, page_header, picker_label,
-                                 picker_row, quote, require_trace, sections, step_nav, token_picker)
+                                 picker_row, quote, require_trace, sections, step_nav, token_picker, veil_box,
+                                 veiled)
 from explorer.app.state import READ_LIMIT, apply_view, view
 from explorer.plot import labels
 from explorer.registry import BY_SLUG
 from explorer.steps import why
 TYPED = -1                                    # "another word": the option that opens a text box
+VEILED_HEIGHT = 420                           # the placeholder of a veiled tab (px): about its chart's height
 GO = "_why_go"                                # the page to open on the next run (st.switch_page not in a callback)
 
 if st.session_state.get(GO):
@@ -65,6 +67,10 @@ def chosen_token(options: list, key: str, label: str, where, fallback: int | Non
         return fallback
 
 
+if veiled("forecast"):          # an open next-word question: this page starts from the model's top guess
+    veil_box("forecast", height=VEILED_HEIGHT)
+    step_nav("why")
+    st.stop()
 pick, first, second = picker_row([1, 1, 1], beside_the_title=False)
 if decoder:                                    # a position of what the decoder read, not of the source
     if st.session_state.get("why_decoder_position") not in range(len(reading)):
@@ -86,6 +92,10 @@ if other == target:
     other = None
 
 attribution_tab, routes_tab, patching_tab = sections("why")
+if veiled("contributions"):     # an open question about which part pushes most: every tab here measures the parts
+    veil_box("contributions", next(t for t in (attribution_tab, routes_tab, patching_tab) if t.open), VEILED_HEIGHT)
+    step_nav("why")
+    st.stop()
 
 if attribution_tab.open:
     with attribution_tab:
@@ -95,8 +105,8 @@ if attribution_tab.open:
             st.info(sentence(problem), icon=":material/info:")
         else:
             story = st.container()             # above the chart; on a small first screen under it: the chart first
-            clicked = why.clicked_head(chart(memo.per_view(why.attribution_figure, v, position, target), key="why_attribution",
-                                           clickable=not decoder))
+            clicked = why.clicked_head(chart(memo.per_view(why.attribution_figure, v, position, target),
+                                             key="why_attribution", clickable=not decoder, part="contributions"))
             if clicked:                                    # a head's bar opens that head on the Attention page
                 open_head(*clicked, position)
             (st if v.compact else story).markdown(why.attribution_story(v, trace, result, target))

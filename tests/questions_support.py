@@ -4,6 +4,8 @@ explorer/steps/ or explorer/questions.py, whose answers these check.
     option(token)                           a token as an option reads
     knockout_changes(bundle, ids, l, t)     each head of layer l knocked out: the largest change at t
     pushes(bundle, ids, t)                  each head's and MLP's direct share of the top guess's logit
+    lens_stages(n_layers)                   the stages the residual page's lens chart draws by default
+    lens_tops(bundle, ids, t), lens_first   the top guess read at each of them, where the final one settles
     expected_answer(bundle, ids, view, q)   the answer to question q on the step view `view` (None: a poll)
 """
 import numpy as np
@@ -70,15 +72,29 @@ def pushes(bundle, ids, position: int) -> dict[str, float]:
     return out
 
 
+def lens_stages(n_layers: int) -> list[tuple[str, str]]:
+    """(trace name, label) of each stage the residual page's lens chart draws by default: the embedding, then each
+    layer after its feed-forward network and, for a model of at most 4 layers, after its attention too."""
+    stages = [("embed.out", "token + position")]
+    for i in range(n_layers):
+        if n_layers <= 4:
+            stages.append((f"blocks.{i}.resid_mid", f"layer {i}: after attention"))
+        stages.append((f"blocks.{i}.resid_post", f"layer {i}: after feed-forward"))
+    return stages
+
+
 def lens_tops(bundle, ids, position: int) -> list[int]:
-    """The top token read by the model's own final norm and unembedding from the stream after each stage."""
+    """The top token read by the model's own final norm and unembedding from the stream after each stage of
+    `lens_stages`."""
     model, trace = bundle.model, bundle.model.run(ids)
-    names = ["embed.out", *(f"blocks.{i}.resid_post" for i in range(model.cfg.n_layers))]
     with torch.no_grad():
-        return [int(model.unembed(model.final_norm(trace[n][0, position])).argmax()) for n in names]
+        return [int(model.unembed(model.final_norm(trace[name][0, position])).argmax())
+                for name, _ in lens_stages(model.cfg.n_layers)]
 
 
-LENS_STAGES = ["token + position", *(f"layer {i}: after feed-forward" for i in range(12))]
+def lens_first(tops: list[int]) -> int:
+    """The first stage from which the final guess is on top and stays there to the end."""
+    return next(s for s in range(len(tops)) if all(t == tops[-1] for t in tops[s:]))
 
 
 def fitted(view: dict, key: str, upper: int, default: int) -> int:
@@ -118,8 +134,7 @@ def expected_answer(bundle, ids: list[int], view: dict, question) -> str | None:
         row = trace[f"blocks.{layer}.attn.pattern"][0, head, token, : token + 1]
         return named([vocab[i] for i in ids], int(row.argmax()))
     if kind == "lens-layer":
-        tops = lens_tops(bundle, ids, token)
-        return LENS_STAGES[next(s for s in range(len(tops)) if all(t == tops[-1] for t in tops[s:]))]
+        return lens_stages(cfg.n_layers)[lens_first(lens_tops(bundle, ids, token))][1]
     if kind == "knockout":
         assert cfg.n_heads <= OPTIONS, "a layer of more heads offers only those that write most"
         changes = knockout_changes(bundle, ids, layer, token)

@@ -49,7 +49,8 @@ def test_students_join_with_the_code_and_follow_the_teachers_next_and_previous()
     t = teacher()
     code = t.session_state[classroom.CODE]
     assert on_page(t) == "class"                       # the code, its link and QR code stay up while the room joins
-    assert any(m.value == f"# {code}" for m in t.markdown) and len(t.get("image")) == 1
+    assert any(m.value == f"# {code}" for m in t.markdown) and len(t.get("image")) == 2   # the join link's QR code,
+                                                                # and the second screen's (behind its button)
     assert classroom.join_link(code) in [c.value for c in t.code]
     students = [student(code, name) for name in ("Ada", "<b>Bob</b>", "")]
     for s in students:

@@ -14,8 +14,8 @@ from functools import lru_cache
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import APP, page_text
-from explorer import lessons
+from conftest import APP, page_text, plotly_figures
+from explorer import lessons, questions
 from explorer.app import classroom
 from explorer.classroom import summary
 from explorer.numbers import percent
@@ -23,11 +23,13 @@ from explorer.registry import BY_SLUG
 from explorer.view import escape
 from model.checkpoint import load_bundled
 from questions_support import expected_answer
+from veil_support import gives_away, plain, pointed_at, ranks_first
 
 LECTURE = lessons.ready_lessons()["transformers-in-one-lecture"]
 NAMES = ("Ada", "Bob", "", "Chen", "", "Dara", "Eli", "", "Femi", "Gus")        # three stay anonymous
 LAB = "lab: run 1"
 SENTENCE = "roses are red violets are blue"
+CHARTED = {"next-word", "looks-at", "nearest-word", "reads-source"}     # kinds whose answer a chart ranks first
 
 
 @lru_cache
@@ -62,6 +64,17 @@ def app(model: str, **query) -> AppTest:
         at.query_params[key] = value
     at.run()
     return at.switch_page(BY_SLUG["class"].file).run()
+
+
+def reveal_sentence(lecture: lessons.Lesson, index: int, bundle, ids: list[int], view: dict) -> str:
+    """What the reveal says the model did (its computed sentence), asked as the class box asks it."""
+    step = lecture.steps[index]
+    if not questions.KINDS[step.question.kind].needs_model:
+        return ""
+    reading = questions.reading(view["model"], bundle, view["text"], 64)
+    cfg = bundle.model.cfg
+    return questions.ask(step.question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
+                                                                  len(reading.ids))).said
 
 
 def reveal_text(kind: str, answer: str | None) -> str:
@@ -126,7 +139,23 @@ def lead_the_lecture(model: str, monkeypatch, names: tuple[str, ...] = NAMES) ->
         assert classroom.store().tally(code, index) == counts
         assert any(f"**{len(students)} of {len(students)}** answered" in m
                    for m in teacher.markdown.values)
+        said = reveal_sentence(lecture, index, bundle, ids, view)
+        count = int(answer) if step.question.kind == "token-count" else None
+        veiled = {}
+        page = BY_SLUG[step.page].file
+        for who, at in (("the teacher", teacher), ("a student", students[0])):    # guess first: nothing gives it away
+            veiled[who] = plotly_figures(at.switch_page(page).run())
+            away = gives_away(veiled[who], [page_text(at)], answer, said, count)
+            assert not away, (index, step.question.kind, who, away)
         teacher.button(key="class_reveal").click().run()
+        if questions.KINDS[step.question.kind].needs_model:       # then see: the veiled charts are back, on each screen
+            for who, at in (("the teacher", teacher), ("a student", students[0])):
+                figures = plotly_figures(at.switch_page(page).run())
+                assert len(figures) > len(veiled[who]), (index, step.question.kind, who)
+                if step.question.kind in CHARTED:         # the chart points at the answer (and, on tinytales, ranks it first)
+                    assert any(plain(spot) == plain(answer) for spot in pointed_at(figures)), \
+                        (index, step.question.kind, who, pointed_at(figures))
+                    assert model != "tinytales" or any(ranks_first(f, answer) for f in figures), (index, who)
         shown = page_text(teacher)
         assert reveal_text(step.question.kind, answer) in shown, (index, step.question.kind)
         if answer is not None:

@@ -91,6 +91,31 @@ def test_only_the_teacher_key_moves_or_reveals(store):
     assert store.state(code).step == 0 and not store.state(code).revealed
 
 
+def test_the_teachers_second_screen_moves_and_reveals_with_its_peek_key_but_cannot_end_the_class(store):
+    code, key = store.open_class(LESSON)
+    other_code, other_key = store.open_class(LESSON)
+    peek = class_store.peek_key(key)
+    assert peek not in (key, class_store.peek_key(other_key)) and peek == class_store.peek_key(key)   # made again
+    assert len(peek) == 24 and peek.replace("-", "").replace("_", "").isalnum()                      # a URL's text
+    assert store.leads(code, key) and store.leads(code, peek) and store.leads(code.lower(), peek)
+    for wrong in ["", peek[:-1], class_store.peek_key(other_key), class_store.peek_key(peek), key + "peek"]:
+        assert not store.leads(code, wrong)
+        with pytest.raises(class_store.WrongKey):
+            store.move(code, wrong, 1)
+        with pytest.raises(class_store.WrongKey):
+            store.reveal(code, wrong, 1)
+    assert not store.leads(other_code, peek) and not store.leads("NOPE42", peek)
+    assert store.move(code, peek, 1).step == 1 and store.reveal(code, peek, 1).revealed == {1}
+    assert store.move(code, key, 2).step == 2                                  # the teacher's tab still leads
+    with pytest.raises(class_store.WrongKey):
+        store.close(code, peek)                                                # ending is the teacher's tab's alone
+    assert store.state(code).step == 2 and not store.ended(code)
+    if not isinstance(store, class_store.MemoryStore):                        # only hashes are kept
+        assert not {key, peek} & set(store._redis.hvals(f"class:{code}"))
+    store.close(code, key)
+    assert not store.leads(code, peek) and not store.leads(code, key)
+
+
 def test_an_unknown_or_expired_code_is_none_never_an_error(store, monkeypatch):
     assert store.state("NOPE42") is None and store.join("NOPE42", "s1") is False
     assert store.answer("NOPE42", "s1", 0, "a") is False and store.tally("NOPE42", 0) == {}

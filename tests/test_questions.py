@@ -15,7 +15,8 @@ from explorer.view import escape
 from model.checkpoint import load_bundled
 from model.edits import knock_out_head
 from model.seq2seq import greedy
-from questions_support import cosines, expected_answer, knockout_changes, lens_tops, option, pushes
+from questions_support import (cosines, expected_answer, knockout_changes, lens_first, lens_stages, lens_tops, option,
+                               pushes)
 
 SENTENCES = {"tinytales": "the cats sat on the mats because", "roses": "roses are red violets are blue",
              "lab": "roses are red violets are blue", "translate": "the small red cat sees the big dog",
@@ -148,16 +149,40 @@ def test_the_first_token_has_nothing_earlier_to_look_at():
 # --- residual stream ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, token", [("tinytales", None), ("tinytales", 2), ("roses", None), ("lab", 3)])
-def test_lens_layer_is_the_first_stage_from_which_the_final_guess_stays_on_top(name, token):
+@pytest.mark.parametrize("name, token", [("tinytales", None), ("tinytales", 2), ("tinytales", 6), ("roses", None),
+                                         ("roses", 4), ("lab", 3)])
+def test_lens_layer_is_the_first_stage_from_which_the_final_guess_stays_on_top_among_the_charts_stages(name, token):
     asked, ids, where, bundle = asked_on(name, Question("lens-layer"), **({} if token is None else {"token": token}))
-    model = bundle.model
+    stages = [label for _, label in lens_stages(bundle.model.cfg.n_layers)]      # 2 layers: after attention too
+    assert len(stages) == 5
     tops = lens_tops(bundle, ids, where.token)
-    first = next(s for s in range(len(tops)) if all(t == tops[-1] for t in tops[s:]))
-    labels = ["token + position", *(f"layer {i}: after feed-forward" for i in range(model.cfg.n_layers))]
-    assert asked.answer == labels[first] and list(asked.options) == labels               # every stage, in order
+    first = lens_first(tops)
+    assert asked.answer == stages[first] and list(asked.options) == stages               # every stage, in order
     word = bundle.tokenizer.vocab[tops[-1]]
-    assert f"final guess is “{escape(word)}”" in asked.said and f"**{labels[first]}**" in asked.said
+    assert f"final guess is “{escape(word)}”" in asked.said and f"**{stages[first]}**" in asked.said
+    with torch.no_grad():                                         # each option's number: the top guess read there
+        for stage, (name_, _) in zip(stages, lens_stages(bundle.model.cfg.n_layers)):
+            stream = bundle.model.run(ids)[name_][0, where.token]
+            probs = torch.softmax(bundle.model.unembed(bundle.model.final_norm(stream)).double(), -1)
+            assert asked.values[stage] == pytest.approx(float(probs.max()), abs=1e-5)
+
+
+def test_the_lectures_lens_question_has_they_first_on_top_after_layer_1s_attention_as_its_chart_shows():
+    """A class saw "they" on top from layer 1's attention on; that stage was not an option, now it is the answer."""
+    asked = asked_on("tinytales", Question("lens-layer"), token=6)[0]
+    assert asked.answer == "layer 1: after attention"
+    assert asked.options == ("token + position", "layer 0: after attention", "layer 0: after feed-forward",
+                             "layer 1: after attention", "layer 1: after feed-forward")
+    assert asked.shown["layer 1: after attention"].startswith("“they”")
+    assert not asked.shown["layer 0: after feed-forward"].startswith("“they”")
+
+
+def test_lens_layer_offers_exactly_the_stages_the_residual_pages_lens_chart_draws_by_default():
+    from conftest import figure_titled, open_page, show_section
+    at = show_section(open_page("residual", text=SENTENCES["tinytales"], token=6), "residual", "Logit lens")
+    assert not at.exception
+    drawn = list(figure_titled(at, "Logit lens")["layout"]["xaxis"]["ticktext"])               # the stages, across
+    assert tuple(drawn) == asked_on("tinytales", Question("lens-layer"), token=6)[0].options
 
 
 # --- what if -----------------------------------------------------------------------------------------------------
@@ -301,6 +326,10 @@ def test_gpt2s_long_word_and_its_questions_are_answered_as_its_own_forward_pass_
     assert knocked.answer == max(knocked.values, key=knocked.values.get)
     lens = questions.ask(Question("lens-layer"), reading, where)
     assert len(lens.options) == questions.LENS_OPTIONS and lens.answer in lens.options      # 13 stages: five offered
+    stages = [label for _, label in lens_stages(12)]                 # 12 layers: the chart reads no after-attention
+    assert len(stages) == 13 and lens.answer == stages[lens_first(lens_tops(gpt2, list(reading.ids), where.token))]
+    start = stages.index(lens.options[0])
+    assert list(lens.options) == stages[start:start + questions.LENS_OPTIONS]                 # five in a row
     push = questions.ask(Question("biggest-push"), reading, where)
     assert push.answer == max(push.values, key=push.values.get)
     near = questions.ask(Question("nearest-word", word="Paris"), reading, where)

@@ -32,6 +32,7 @@ from explorer.lessons import (Lesson, LessonError, LessonStep, MAX_STEPS, as_fie
                               ready_lessons, step_from_view)
 from explorer.questions import Asked
 from explorer.registry import BY_SLUG
+from explorer.veil import Veil, veil_for
 from explorer.view import escape, model_key, quote
 
 from . import cache, url
@@ -46,6 +47,10 @@ FOLLOW, FOLLOW_TOGGLE = "_class_follow", "class_follow"    # the choice, and its
                                                             # a widget's state; the plain key keeps the choice)
 SERVER = "_class_server"            # the store's server_id when this session started or joined its class
 GONE = "_class_gone"                # a Gone: the class this session was in, and why it is gone
+VEIL = "_veil"                      # this run's Veil: the parts an open question hides (None: nothing hidden)
+VEILED = "_veiled_step"             # the step whose question this screen's last full run veiled
+REVEALED = "_revealed"              # the revealed question whose view is on screen (its answer is pointed at)
+CHECKED = "_alone_checked"          # the steps whose question a lone walker has checked their guess on
 
 
 @st.cache_resource
@@ -117,14 +122,21 @@ def open_pending() -> None:
 
 
 def follow() -> None:
-    """At the top of a full run: a following student whose teacher moved gets the class's step as the pending one
-    (a student's poll usually did it already)."""
-    if role() != "student" or not st.session_state.get(FOLLOW, True) or PENDING in st.session_state:
+    """At the top of a full run: a following student whose teacher moved, or a teacher whose class was moved from
+    their second screen (explorer/app/peek.py), gets the class's step as the pending one (a poll usually did it
+    already)."""
+    if role() not in ("student", "teacher") or not st.session_state.get(FOLLOW, True) or PENDING in st.session_state:
         return
     found = current(st.session_state.get(CODE, ""))
-    if found is not None and st.session_state.get(STEP) != found[0].step:
+    if found is not None and _shown_step() != found[0].step:
         where, lesson_ = found
         go_to(lesson_.steps[where.step], where.step)
+
+
+def _shown_step() -> int | None:
+    """The class's step this session last opened (a teacher who opened none yet stands at the first: the class page
+    keeps the join code up until they show a step, or their second screen moves the class)."""
+    return st.session_state.get(STEP, 0 if role() == "teacher" else None)
 
 
 def apply_pending() -> None:
@@ -232,7 +244,7 @@ def end() -> None:
 
 def leave() -> None:
     for key in (ROLE, CODE, KEY, SEAT, STEP, LESSON, FOLLOW, FOLLOW_TOGGLE, SERVER, GONE, "_class_problem",
-                "class_join_code"):
+                "class_join_code", VEIL, VEILED, REVEALED, CHECKED):
         st.session_state.pop(key, None)
 
 
@@ -389,6 +401,64 @@ def _answered(question: questions.Question, reading, where: questions.Place) -> 
         return questions.ask(question, reading, where)
     except questions.Unanswerable as problem:
         return problem
+
+
+# --- guess first, then see: the veil over what answers an open question -------------------------------------------
+
+
+def set_veil(name: str, text: str) -> None:
+    """At the top of a full run, before the page draws: what this screen hides (the class's open question, or a
+    lone walker's unchecked one: `current_veil`) and, once it is revealed, the question whose answer the page's
+    charts point at (`revealed_here`). A teacher, every student and a lone walker: every screen of the class."""
+    state = st.session_state
+    state[VEIL] = state[VEILED] = state[REVEALED] = None
+    if role() in ("teacher", "student"):
+        found = current(state.get(CODE, ""))
+        if found is None:
+            return
+        where, lesson_ = found
+        index, revealed = where.step, where.is_revealed
+    elif role() == "alone":
+        lesson_, index = lesson(), state.get(STEP, 0)
+        revealed = index in state.get(CHECKED, {})
+    else:
+        return
+    step = lesson_.steps[index]
+    if step.question is None:
+        return
+    asked_ = asked(step, *lesson_.reading_at(index, name, text))
+    if asked_ is None:
+        return
+    if not revealed:
+        state[VEIL], state[VEILED] = veil_for(asked_.kind, alone=role() == "alone"), index
+    elif _on_the_steps_view(step, index):
+        state[REVEALED] = asked_
+
+
+def _on_the_steps_view(step: LessonStep, index: int) -> bool:
+    """This screen shows step `index` on its page, with the model and sentence it names (a chart of another layer,
+    head or token gets no pointer: a Target names its chart's title, explorer/pointer.py)."""
+    state = st.session_state
+    return (state.get(STEP) == index and (state.get("_page") or "home") == step.page
+            and all(state.get(key) == value for key, value in step.view.items() if key in ("model", "text")))
+
+
+def current_veil() -> Veil | None:
+    """What this run hides (set by `set_veil` at the top of the run)."""
+    return st.session_state.get(VEIL)
+
+
+def revealed_here() -> Asked | None:
+    """The revealed question of the step on screen (its answer is pointed at on the page's charts)."""
+    return st.session_state.get(REVEALED)
+
+
+def _lift_the_veil_if_revealed(state: Position) -> None:
+    """From the poll: the question this screen veiled was revealed, so the page is drawn again without the veil
+    (within the poll's second, on every screen)."""
+    if st.session_state.get(VEILED) == state.step and state.is_revealed:
+        st.session_state[VEILED] = None
+        st.rerun(scope="app")
 
 
 def tally_frame(asked_: Asked, counts: dict[str, int], revealed: bool = False) -> pd.DataFrame:
@@ -583,7 +653,7 @@ def class_box(name: str, text: str) -> None:
         return
     with st.container(border=True, key="class_box"):
         if role() == "alone":
-            _alone()                       # nothing to poll
+            _alone(name, text)             # nothing to poll
         elif role() == "teacher":
             _teacher_row(name, text)
         else:
@@ -622,6 +692,10 @@ def _box(name: str, text: str) -> None:
         if role() == "teacher" or st.session_state.get(FOLLOW, True):
             go_to(step, state.step)
         st.rerun(scope="app")
+    if role() == "teacher" and _shown_step() != state.step:    # moved from the teacher's second screen (peek.py)
+        go_to(step, state.step)
+        open_pending()
+    _lift_the_veil_if_revealed(state)
     if role() == "teacher":
         _teacher(code, lesson_, state, step, name, text)
     else:
@@ -639,11 +713,42 @@ def _move(index: int) -> None:
     go_to(lesson_.steps[index], index)
 
 
-def _alone() -> None:
+def _alone(name: str, text: str) -> None:
     lesson_ = lesson()
     index = st.session_state.get(STEP, 0)
     where = _step_row(index, len(lesson_.steps), lesson_.steps[index].note)
     where.markdown(f"**{escape(lesson_.title)}** · step {index + 1} of {len(lesson_.steps)}")
+    asked_ = asked(lesson_.steps[index], *lesson_.reading_at(index, name, text))
+    if asked_ is not None:
+        _own_question(index, asked_)
+
+
+def _own_question(index: int, asked_: Asked) -> None:
+    """A lone walker's question, guess first, then see: the choices and "Check my guess" (what answers it is veiled
+    on the page meanwhile); once checked, the answer beside their guess, as a class's reveal shows it."""
+    checked = st.session_state.setdefault(CHECKED, {})
+    if index not in checked:
+        st.markdown(escape(asked_.prompt))
+        row = st.container(horizontal=True, vertical_alignment="center")
+        choice = row.radio(escape(asked_.prompt), asked_.options, key=f"alone_answer_{index}", horizontal=True,
+                           format_func=escape, index=None, label_visibility="collapsed")
+        row.button("Check my guess", key="alone_check", on_click=_check, args=(index, choice),
+                   disabled=choice is None, icon=":material/visibility:",
+                   help="Show the answer, and what the page hid until you guessed")
+        return
+    mine = checked[index]
+    right = asked_.right(mine)
+    st.markdown(answer_words(asked_) + "  \n" + f"**Your guess:** {quote(mine)}"
+                + {True: " — right!", False: ".", None: "."}[right])
+    if asked_.said:
+        st.markdown(asked_.said)
+    if asked_.shown:
+        st.caption(numbers_words(asked_, {}))
+
+
+def _check(index: int, choice: str | None) -> None:
+    if choice is not None:
+        st.session_state.setdefault(CHECKED, {})[index] = choice
 
 
 def _step_row(index: int, count: int, note: str):

@@ -22,6 +22,8 @@ from explorer.app import classroom, url
 from explorer.app.state import link_to, section_key, use_example, view_params
 from explorer.chart_text import describe, has_tables, tables
 from explorer.plot import DIMS_SHOWN, template_for
+from explorer.pointer import point_at
+from explorer.veil import VEILS
 from explorer.app.plotly_component import plotly_chart
 from explorer.app.styles import page_css
 from explorer.view import View, escape, example_sentence, quote, shorten  # noqa: F401  (pages import quote from here)
@@ -144,13 +146,21 @@ def template_json(theme: str | None, high_contrast: bool) -> dict:
     return template_for(theme, high_contrast).to_plotly_json()
 
 
-def chart(fig, where=st, *, key: str, description: str | None = None, clickable: bool = False) -> dict | None:
+def chart(fig, where=st, *, key: str, description: str | None = None, clickable: bool = False,
+          part: str | None = None) -> dict | None:
     """Draw a Plotly figure with the shared config (download at presentation size) in the page's theme as the
     page's chart named `key`: when the sentence or a slider changes, the browser redraws that chart in place
     (see `plotly_component` for why this is not `st.plotly_chart`). A screen reader announces it by a sentence
     computed from its data (`description` when the page knows a better one), and "Show as a table" under it
     lists its numbers (computed only while open). `fig` is not changed (it may be a cached figure). With
-    `clickable`, returns the point a click on the chart just chose (see `plotly_component.plotly_chart`)."""
+    `clickable`, returns the point a click on the chart just chose (see `plotly_component.plotly_chart`).
+    A chart that is `part` of what answers an open question (explorer/veil.py) is a placeholder of its size."""
+    if veiled(part):
+        veil_box(part, where, height=fig.layout.height or 450, key=key)
+        return None
+    revealed = classroom.revealed_here()
+    if revealed is not None and part in VEILS.get(revealed.kind, ()):   # the reveal: the answer, pointed at
+        fig = point_at(fig, revealed.target)
     theme = chart_theme()
     figure = once_per_figure(fig, ("json", theme), lambda: figure_json(fig, template_json(*theme)))
     label = once_per_figure(fig, ("label", description), lambda: describe(fig, description))
@@ -160,6 +170,28 @@ def chart(fig, where=st, *, key: str, description: str | None = None, clickable:
         with contextlib.nullcontext() if where is st else where:
             table_panel(fig, key)
     return clicked
+
+
+def veiled(part: str | None) -> bool:
+    """Whether `part` of the page answers the open question on this screen (it is drawn as a placeholder)."""
+    veil = classroom.current_veil()
+    return veil is not None and veil.covers(part)
+
+
+VEIL_HEIGHT = 120           # a placeholder's height (px) when what it stands for has no height of its own
+
+
+def veil_box(part: str, where=st, height: int | None = None, key: str | None = None) -> None:
+    """The placeholder of a veiled part: a box of the part's size saying that it comes at the reveal."""
+    box = where.container(border=True, height=int(height or VEIL_HEIGHT), key=f"veil_{key or part}")
+    box.markdown(":material/visibility_off: " + classroom.current_veil().words(part))
+
+
+def say(markdown: str, part: str, where=st, *, caption: bool = False) -> None:
+    """Write a sentence computed from `part`'s numbers, unless an open question veils that part (the chart's
+    placeholder says what is hidden)."""
+    if not veiled(part):
+        (where.caption if caption else where.markdown)(markdown)
 
 
 def figure_json(fig, template: dict) -> str:

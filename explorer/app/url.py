@@ -19,7 +19,7 @@ from explorer.view import MAX_CHARS
 
 SHORT = 80                          # a model's name, a number, a switch, a tab's label, a class code, a seat, an id
 VIEW = ("model", "text", "layer", "head", "token", "presenter", "high_contrast", "section")
-CLASS = ("join", "seat", "teaching", "server", "lesson")
+CLASS = ("join", "seat", "teaching", "server", "lesson", "peek", "key")   # peek, key: the teacher's second screen
 PAGE_FIELDS = tuple(sorted({name for page in BY_SLUG.values() for name in page.linked}))
 LIMITS = {"text": MAX_CHARS,        # the sentence (its box's own limit)
           "lesson": 200_000,        # a lesson carried whole in its link, compressed

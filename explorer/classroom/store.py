@@ -11,6 +11,9 @@ Rules both keep (tests/test_class_store.py runs the same tests on each, Redis on
 
 - A class is opened with a lesson and gets a short join code (students type it) and a teacher key (a secret
   only the teacher's session holds; only its hash is stored). Moving the class and revealing need the key.
+- The teacher's second screen (a laptop beside the projector, or their phone) holds the peek key, `peek_key(key)`,
+  made from the teacher key (only its hash is stored too): it moves the class and reveals, but cannot end it, and a
+  teacher key cannot be worked back from it.
 - A student joins with a code and an optional display name (plain text, cut to NAME_CHARS); a class holds at
   most MAX_STUDENTS. A student is known by an id their own app keeps, so a reload finds them again.
 - One answer per student per step, changeable until the teacher reveals that step; after the reveal it stays.
@@ -24,6 +27,7 @@ Rules both keep (tests/test_class_store.py runs the same tests on each, Redis on
   lost to a restart, not ended or expired.
 - One session may send at most RATE_LIMIT joins or answers per RATE_WINDOW seconds (a flood is refused).
 """
+import base64
 import hashlib
 import hmac
 import json
@@ -100,6 +104,19 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def _leads(key: str, key_hash: str | None, peek_hash: str | None) -> bool:
+    """Whether `key` is the one whose hash is `key_hash`, or the one whose hash is `peek_hash` (if any)."""
+    given = _hash(str(key))
+    return any(stored and hmac.compare_digest(stored, given) for stored in (key_hash, peek_hash))
+
+
+def peek_key(key: str) -> str:
+    """The second screen's key of the class whose teacher key is `key` (HMAC-SHA256 of "peek", 24 characters: the
+    teacher's session makes it again whenever it draws the link; a store keeps only its hash)."""
+    digest = hmac.new(str(key).encode(), b"peek", hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest[:18]).decode()
+
+
 def _new_code() -> str:
     return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
 
@@ -129,6 +146,7 @@ class _Class:
     lesson: dict
     key_hash: str
     version: str = ""
+    peek_hash: str = ""                                            # the second screen's key (`peek_key`)
     step: int = 0
     revealed: set[int] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)            # student id -> display name
@@ -164,7 +182,7 @@ class MemoryStore:
             while code in self._classes or code in self._ended:
                 code = _new_code()
             self._classes[code] = _Class(lesson=json.loads(json.dumps(lesson)), key_hash=_hash(key),
-                                         version=lesson_version(lesson))
+                                         version=lesson_version(lesson), peek_hash=_hash(peek_key(key)))
         return code, key
 
     def move(self, code: str, key: str, step: int) -> ClassState:
@@ -181,12 +199,19 @@ class MemoryStore:
             return self._state(code, c)
 
     def close(self, code: str, key: str) -> None:
+        """End the class (the teacher key only: a second screen cannot end it)."""
         with self._lock:
-            self._teacher(code, key)
+            self._teacher(code, key, peek=False)
             self._classes.pop(normalise_code(code), None)
             self._ended[normalise_code(code)] = time.time()
             while len(self._ended) > MAX_CLASSES:                 # bounded: the oldest first
                 del self._ended[next(iter(self._ended))]
+
+    def leads(self, code: str, key: str) -> bool:
+        """Whether `key` moves class `code` and reveals: its teacher key, or its second screen's (`peek_key`)."""
+        with self._lock:
+            c = self._get(code)
+            return c is not None and _leads(key, c.key_hash, c.peek_hash)
 
     def ended(self, code: str) -> bool:
         """Whether the teacher closed class `code` (within the last IDLE_SECONDS)."""
@@ -295,9 +320,9 @@ class MemoryStore:
             return None
         return c
 
-    def _teacher(self, code: str, key: str) -> _Class:
+    def _teacher(self, code: str, key: str, peek: bool = True) -> _Class:
         c = self._get(code)
-        if c is None or not hmac.compare_digest(c.key_hash, _hash(str(key))):
+        if c is None or not _leads(key, c.key_hash, c.peek_hash if peek else None):
             raise WrongKey("Only the teacher who started this class can move it or reveal an answer.")
         c.touched = time.time()
         return c
@@ -371,15 +396,19 @@ class RedisStore:
             code = _new_code()
             k = self._keys(code)["class"]
             if self._redis.hsetnx(k, "lesson", json.dumps(lesson)):
-                self._redis.hset(k, mapping={"key_hash": _hash(key), "step": 0, "version": lesson_version(lesson)})
+                self._redis.hset(k, mapping={"key_hash": _hash(key), "peek_hash": _hash(peek_key(key)), "step": 0,
+                                             "version": lesson_version(lesson)})
                 self._redis.expire(k, IDLE_SECONDS)
                 self._redis.delete(k + ":ended")          # a code used again
                 return code, key
         raise TooMany("Could not find a free class code; try again.")
 
-    def _teacher(self, code: str, key: str) -> None:
-        stored = self._redis.hget(self._keys(code)["class"], "key_hash")
-        if stored is None or not hmac.compare_digest(stored, _hash(str(key))):
+    def leads(self, code: str, key: str) -> bool:
+        return _leads(key, *self._redis.hmget(self._keys(code)["class"], "key_hash", "peek_hash"))
+
+    def _teacher(self, code: str, key: str, peek: bool = True) -> None:
+        key_hash, peek_hash = self._redis.hmget(self._keys(code)["class"], "key_hash", "peek_hash")
+        if not _leads(key, key_hash, peek_hash if peek else None):
             raise WrongKey("Only the teacher who started this class can move it or reveal an answer.")
 
     def move(self, code: str, key: str, step: int) -> ClassState:
@@ -397,7 +426,7 @@ class RedisStore:
         return self.state(code)
 
     def close(self, code: str, key: str) -> None:
-        self._teacher(code, key)
+        self._teacher(code, key, peek=False)
         base = self._keys(code)["class"]
         self._redis.delete(*self._keys(code).values(), *self._redis.keys(base + ":answers:*"))
         self._redis.set(base + ":ended", 1, ex=IDLE_SECONDS)

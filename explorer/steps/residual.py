@@ -497,6 +497,15 @@ def diagram_caption(view: View) -> str:
 # The logit lens
 # --------------------------------------------------------------------------------------------------
 
+LENS_MID_LAYERS = 4     # up to this many layers the lens reads each layer's stream after attention too
+
+
+def lens_reads_mid(view: View) -> bool:
+    """Whether the lens chart reads each layer's stream after attention too, as the page draws it by default (a deep
+    model's two readings per layer would crowd the chart): the stages a lens-layer question offers are the same."""
+    return view.bundle.model.cfg.n_layers <= LENS_MID_LAYERS
+
+
 @dataclass(frozen=True)
 class Lens:
     stages: list[tuple[str, str]]    # (trace name, label)

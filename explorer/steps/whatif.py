@@ -82,6 +82,9 @@ def next_token_change(view: View, before, after, k: int = 6, position: int = -1)
                          "change": (p_after[top] - p_before[top]).tolist()})
 
 
+CHANGE_HEIGHT = 380                 # the before-and-after chart's height (px)
+
+
 def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool = False) -> go.Figure:
     """Grouped bars: next-token probabilities as the model is, and with the experiment applied."""
     tokens = [token_label(t) for t in table["token"]]
@@ -92,7 +95,7 @@ def change_figure(table: pd.DataFrame, experiment: Experiment, presenter: bool =
                hovertemplate="%{x}: %{y:.4f}<extra>" + experiment.description + "</extra>"),
     ], layout=dict(title="Next-token probabilities: before and after", barmode="group",
                    yaxis=dict(title="probability", range=[0, 1]), legend=dict(orientation="h", y=-0.25)))
-    return style(fig, presenter, 380)
+    return style(fig, presenter, CHANGE_HEIGHT)
 
 
 # --- how much an experiment changes, and which one changes most ----------------------------------------------
