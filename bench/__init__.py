@@ -17,6 +17,9 @@ they run:
               memory; 30 students onto a GPT-2 step; two replicas sharing a class through redis-server
     cloud     the server as Community Cloud runs it, in a cgroup: 1 core, then 0.5 core, and 2.7 GB; a class of 30
               following onto a GPT-2 step (websocket sessions), 10 visitors exploring in Chromium with 2 training
+    features  issue 41: an SAE trained on tinytales; GPT-2 small's shape with one SAE layer of the published size:
+              a sentence's features, one pass over the bundled text and a feature's top contexts, steering, the
+              memory with a class of 30
 
     python -m bench                      every area
     python -m bench --only model,pages   some areas
@@ -26,4 +29,5 @@ Comparisons are measured side by side in one run, interleaved, so a busy machine
 the ratios are what to read. The run ends with a summary table of every target of the areas that ran, and
 exits with status 1 when one is missed or could not be measured.
 """
-AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "smollm2", "classroom", "cloud")
+AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "smollm2", "classroom", "cloud",
+         "features")

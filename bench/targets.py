@@ -143,4 +143,17 @@ TARGETS = [
            "1-core CPU quota", 1, AT_MOST, "s"),
     Target("cloud.gpt2_class_memory_mb", "server memory, GPT-2 loaded and a class of 30 on its step, under a 2.7 GB "
            "limit (larger of the quotas; a server killed counts as never)", CLOUD_MEMORY_MB, AT_MOST, "MB"),
+    # issue 41: features, dictionaries and steering; GPT-2 small's shape and a dictionary of its published size with
+    # random weights (bench/features.py)
+    Target("features.sae_train_s", "tinytales: an SAE of 8x its width to explained variance 0.9 with L0 <= 16 on "
+           "held-out text, 1 thread (slower of the top-k and L1 presets)", 60, AT_MOST, "s"),
+    Target("features.sentence_ms", "GPT-2 small + one SAE layer (24,576 features): the features of a 32-token "
+           "sentence, the page's work with the trace cached, 1 thread", 200, AT_MOST, "ms"),
+    Target("features.index_s", "one pass of a GPT-2 SAE layer's features over the bundled English text, 1 thread",
+           120, AT_MOST, "s"),
+    Target("features.contexts_s", "top contexts of one GPT-2 feature after that pass", 2, AT_MOST, "s"),
+    Target("features.steering_s", "steering GPT-2 small: 20 tokens with and without a feature (and the next "
+           "token's shift), 1 thread", 3, AT_MOST, "s"),
+    Target("features.class_memory_mb", "memory: GPT-2 small + one SAE layer + a class of 30 on its feature card (a "
+           "fresh process, AppTest)", CLOUD_MEMORY_MB, AT_MOST, "MB"),
 ]

@@ -18,6 +18,8 @@ order, the alphabet, counting up): never the order of the model's own ranking.
     knockout       attention                      which head, knocked out, changes the forecast most
     biggest-push   why                            which part (a head or an MLP) pushes the top guess's logit most
     reads-source   encoder-decoder                which source word a written word's cross-attention reads most
+    steered-word   features                       which word it writes next, steered as the page's fields say (a
+                                                  neuron's direction or two sentences' difference, at a strength)
     choice         every page                     (the teacher: options and the right one in the file)
     poll           every page                     (nobody: options without a right answer, a 1-5 scale by default)
 
@@ -26,6 +28,7 @@ other page. Each answer reuses the step builders the pages draw from (explorer/s
 asked is what the page shows; and it says where it stands on the page's chart (`Asked.target`: the bar or the
 cell, in the chart's own labels), for the reveal to point at it (explorer/pointer.py).
 """
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +49,7 @@ from explorer.numbers import percent
 from explorer.plot import labels as axis_labels, safe, token_label, visible
 from explorer.pointer import Target
 from explorer.registry import BY_SLUG
-from explorer.steps import attention, embedding, encoder_decoder, residual, whatif, why
+from explorer.steps import attention, embedding, encoder_decoder, features, residual, whatif, why
 from explorer.view import View, escape, quote
 
 OPTIONS = 4                        # the options the model offers (a phone shows four in a row or two)
@@ -90,10 +93,12 @@ class Asked:
 
 @dataclass(frozen=True)
 class Place:
-    """Where on the view a question looks: the step's layer, head and selected token, fitted to the model."""
+    """Where on the view a question looks: the step's layer, head and selected token, fitted to the model, and the
+    page's own fields the step sets (by name: the features page's steering)."""
     layer: int
     head: int
     token: int
+    fields: tuple[tuple[str, object], ...] = ()
 
 
 def reading(name: str, bundle: Bundle, text: str, limit: int) -> View:
@@ -108,13 +113,14 @@ def reading(name: str, bundle: Bundle, text: str, limit: int) -> View:
     return view
 
 
-def place(view_fields: dict, n_layers: int, n_heads: int, n_tokens: int) -> Place:
+def place(view_fields: dict, n_layers: int, n_heads: int, n_tokens: int, page_fields: dict | None = None) -> Place:
     """A step's layer, head and token as its page shows them: a value the model does not have falls back to the
-    first (the last token, for `token`), as a link's does."""
+    first (the last token, for `token`), as a link's does; `page_fields`: the step's own page fields."""
     def fit(key: str, upper: int, default: int) -> int:
         value = view_fields.get(key, default)
         return value if isinstance(value, int) and 0 <= value < upper else default
-    return Place(fit("layer", n_layers, 0), fit("head", n_heads, 0), fit("token", n_tokens, n_tokens - 1))
+    return Place(fit("layer", n_layers, 0), fit("head", n_heads, 0), fit("token", n_tokens, n_tokens - 1),
+                 tuple(sorted((page_fields or {}).items())))
 
 
 # --- labels every screen shows the same way ------------------------------------------------------------------
@@ -363,6 +369,31 @@ def reads_source(question: Question, view: View, where: Place) -> Asked:
                  {n: f"{w:.2f}" for n, w in values.items()}, "attention weight", said, cell)
 
 
+def steered_word(question: Question, view: View, where: Place) -> Asked:
+    """Which token the model writes after the sentence when the features page's steering (its fields at the step:
+    a neuron's direction or two sentences' difference, at a strength, after the step's layer) is added to the
+    stream: the steered model's OPTIONS likeliest, alphabetically, its top one the answer."""
+    _decoder_only(view, "steered-word")
+    result = features.steered(view, view.trace, where.layer, where.fields)
+    if result.problem:
+        raise Unanswerable(result.problem)
+    after, before = result.shift.after.double(), result.shift.before.double()                 # (V,) each
+    top = after.topk(min(OPTIONS, after.numel()))
+    vocab = view.bundle.tokenizer.vocab
+    words = [label(vocab[int(i)]) for i in top.indices]
+    values = {w: float(p) for w, p in zip(words, top.values)}
+    plain = label(vocab[int(before.argmax())])
+    last = label(view.tokens[-1])
+    by = re.sub(r"\\(.)", r"\1", result.label)                  # the label is Markdown: the prompt is plain text
+    said = (f"Steered with {result.label} at strength {result.strength:g} after layer {result.layer}, the model's top "
+            f"guess after {quote(last)} is {quote(words[0])} at {percent(values[words[0]])}"
+            + (f"; without steering it is {quote(plain)} at {percent(float(before.max()))}." if plain != words[0]
+               else ", as without steering."))
+    return Asked("steered-word", question.prompt or f"Steered with {by} at strength {result.strength:g} after layer "
+                 f"{result.layer}: which word does the model write after “{last}”?", tuple(sorted(words)), words[0],
+                 values, {w: percent(p) for w, p in values.items()}, "the steered model's probability", said)
+
+
 def choice(question: Question, view: View | None, where: Place | None) -> Asked:
     """The teacher's own multiple choice: the options and the right one as the lesson writes them."""
     return Asked("choice", question.prompt, question.options, question.answer)
@@ -402,6 +433,7 @@ KINDS = {kind.name: kind for kind in [
     Kind("knockout", ("attention",), knockout, about="which head, knocked out, changes the forecast most"),
     Kind("biggest-push", ("why",), biggest_push, about="which head or MLP pushes the top guess most"),
     Kind("reads-source", ("encoder-decoder",), reads_source, ("word",), "which source word a written word reads"),
+    Kind("steered-word", ("features",), steered_word, about="which word the model writes next, steered"),
     Kind("choice", EVERY_PAGE, choice, ("options", "answer"), "the teacher's own multiple choice"),
     Kind("poll", EVERY_PAGE, poll, ("options",), "a poll without a right answer"),
 ]}
@@ -411,7 +443,7 @@ KINDS = {kind.name: kind for kind in [
 # the page shows best; a page the model answers nothing about gets a poll.
 SUGGESTED = {"home": "next-word", "tokenization": "token-count", "embedding": "nearest-word", "positions": "next-word",
              "attention": "looks-at", "feedforward": "next-word", "residual": "lens-layer", "prediction": "next-word",
-             "why": "biggest-push", "encoder-decoder": "reads-source"}
+             "why": "biggest-push", "encoder-decoder": "reads-source", "features": "steered-word"}
 
 
 def suggested(page: str, tab: str | None = None) -> Question:

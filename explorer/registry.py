@@ -102,6 +102,16 @@ LAB = Page("training", "Training lab", "pages/training.py", ":material/model_tra
 DISCOVER = Page("discoveries", "Discoveries", "pages/discoveries.py", ":material/lightbulb:",
                 "Skills hidden in the model, found by searching its heads: guess first, then see.",
                 fields=(("card", "discovery_card"),), linked=("card",))
+FEATURES = Page("features", "Features", "pages/features.py", ":material/neurology:",
+                "What the model's neurons respond to, steering it with them, and how many features fit in few "
+                "dimensions.",
+                tabs=(("neurons", "Neurons"), ("dictionary", "Dictionary features"), ("steering", "Steering"),
+                      ("superposition", "Superposition")),
+                fields=(("neuron", "features_neuron"), ("feature", "features_feature"),
+                        ("steer-by", "features_steer_by"), ("strength", "features_strength"),
+                        ("sentence-a", "features_sentence_a"), ("sentence-b", "features_sentence_b"),
+                        ("sparsity", "features_sparsity")),
+                linked=("neuron", "feature", "steer-by", "strength", "sentence-a", "sentence-b", "sparsity"))
 ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
                        "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
                        "cross-attention.",
@@ -110,8 +120,8 @@ ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-deco
                              ("what-if", "What if?")))
 CLASS = Page("class", "Class", "pages/class.py", ":material/groups:",
               "Lessons: walk one alone, or lead a class that follows on every student's screen and answers live.")
-BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, LAB, CLASS]}
-NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, LAB, CLASS]      # the sidebar's pages, in order
+BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LAB, CLASS]}
+NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LAB, CLASS]      # the sidebar's pages, in order
 GROUPS = {STEPS[0].slug: "Walk-through", ENCODER_DECODER.slug: "Beyond the walk-through"}   # named above a page
 
 

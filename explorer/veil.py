@@ -16,6 +16,8 @@ A part is a name that a page gives to what it draws (`chart(..., part="forecast"
     what-if         a knocked-out head's effect on the forecast        attention
     contributions   what each head and MLP added to the top guess      why
     cross           cross-attention: which source word is read         encoder-decoder
+    steering        what the steered model writes, and how much        features
+                    each next-token probability moved
 
 `VEILS` says which parts each kind of question hides: a next-word question hides every part that names the
 model's next word, not only the prediction page's chart.
@@ -31,6 +33,7 @@ PARTS = {
     "what-if": "The knockout's result",
     "contributions": "What each part added",
     "cross": "The cross-attention",
+    "steering": "What the steered model writes",
 }
 
 VEILS = {
@@ -42,6 +45,7 @@ VEILS = {
     "knockout": frozenset({"what-if"}),
     "biggest-push": frozenset({"contributions"}),
     "reads-source": frozenset({"cross"}),
+    "steered-word": frozenset({"steering"}),
 }
 
 

@@ -17,12 +17,12 @@ sliders and sampling both call it, so what a student sees is exactly what sampli
 """
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 
-from .layers import KVCache, cache_bytes_per_token, check_tokens  # noqa: F401  (cache_bytes_per_token: its size)
+from .layers import Edit, KVCache, cache_bytes_per_token, check_tokens  # noqa: F401  (cache_bytes_per_token: its size)
 from .transformer import TransformerLM
 
 STRATEGIES = ("greedy", "sample", "beam")
@@ -140,17 +140,23 @@ def beam_search(next_logp: NextLogProbs, start: list[int], n_steps: int, beams: 
     return Beam(written, score, steps, probs[:len(written)])
 
 
-def model_logp(model: TransformerLM, use_cache: bool = True) -> NextLogProbs:
+def model_logp(model: TransformerLM, use_cache: bool = True, edits: Mapping[str, Edit] | None = None) -> NextLogProbs:
     """The decoder-only model as generation sees it: what comes next after each row of `written` (N, t), read
     through the last max_len tokens. With the cache, only the tokens the cache lacks are read; once the text
-    outgrows max_len the window slides, every position moves, and each step reads the whole window again."""
+    outgrows max_len the window slides, every position moves, and each step reads the whole window again.
+    `edits` (as for `model.run`) are applied at every step: a steered model (model/steering.py). With the cache an
+    edit sees only the positions a step reads, so one that treats every position alike (steering) writes what it
+    writes without the cache."""
     max_len = model.cfg.max_len
 
     def next_logp(written: torch.Tensor, cache: KVCache | None) -> tuple[torch.Tensor, KVCache | None]:
         if not use_cache or written.shape[1] > max_len:
-            return model.predict(written[:, -max_len:])[:, -1].log_softmax(-1), None    # (N, V)
+            window = written[:, -max_len:]                                                # (N, t')
+            logits = model.predict(window) if not edits else model.run(window, edits, names=["logits"])["logits"]
+            return logits[:, -1].log_softmax(-1), None                                    # (N, V)
         start = 0 if cache is None else cache.length
-        logits, cache = model.read(written[:, start:], cache)                             # (N, t - start, V)
+        new = written[:, start:]                                                          # (N, t - start)
+        logits, cache = model.read(new, cache) if not edits else model.read(new, cache, edits)   # (N, t - start, V)
         return logits[:, -1].log_softmax(-1), cache                                       # (N, V)
     return next_logp
 
@@ -158,18 +164,20 @@ def model_logp(model: TransformerLM, use_cache: bool = True) -> NextLogProbs:
 @torch.no_grad()
 def generate(model: TransformerLM, prompt: list[int], n_new: int, strategy: str = "greedy",
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-             beams: int = 3, seed: int = 0, use_cache: bool = True) -> Generation:
+             beams: int = 3, seed: int = 0, use_cache: bool = True,
+             edits: Mapping[str, Edit] | None = None) -> Generation:
     """Continue `prompt` by `n_new` tokens; the same seed gives the same text.
 
     greedy takes the likeliest token; sample draws from `next_token_probs`; beam keeps the `beams`
     likeliest sequences. The model never reads more than its `max_len`: the window slides. With the KV cache
     (`use_cache`) each step reads one new token; without it, the whole text again: the same tokens, slower.
+    `edits` are applied at every step (`model_logp`).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     prompt = check_tokens(prompt, model.cfg)[0].tolist()
     max_len = model.cfg.max_len
-    next_logp = model_logp(model, use_cache)
+    next_logp = model_logp(model, use_cache, edits)
 
     if strategy == "sample":
         out = sample(next_logp, prompt, n_new, temperature, top_k, top_p, seed)

@@ -30,7 +30,8 @@ class Pretrained:
     label: str                   # what a student reads in the model picker
     about: str                   # size, origin and licence, in one line
     parameters: int = 0          # how many numbers it learned (its config's shapes give the same count)
-    download_mb: int = 0         # the three files' size, about
+    download_mb: int = 0         # the files' size, about
+    files: tuple[str, ...] = FILES   # the files fetched, by their path in the repository
 
 
 GPT2 = Pretrained("openai-community/gpt2", "607a30d783dfa663caf39e06633721c8d4cfcd7e", "GPT-2 small",
@@ -51,7 +52,7 @@ class HubUnavailable(RuntimeError):
 def cached(spec: Pretrained, cache_dir: str | Path | None = None) -> Path | None:
     """The directory holding all of `spec`'s files if the cache has them (no network is used), else None."""
     paths = []
-    for name in FILES:
+    for name in spec.files:
         try:
             paths.append(Path(hf_hub_download(spec.repo_id, name, revision=spec.revision, cache_dir=cache_dir,
                                               local_files_only=True)))
@@ -80,7 +81,8 @@ def fetch(spec: Pretrained, cache_dir: str | Path | None = None,
     directory = cached(spec, cache_dir)
     if directory is not None:
         return directory
-    why = f"{spec.label} needs a one-time download of {', '.join(FILES)} from the Hugging Face hub"
+    names = ", ".join(Path(name).name for name in spec.files)
+    why = f"{spec.label} needs a one-time download of {names} from the Hugging Face hub"
     if _offline():
         raise HubUnavailable(f"{why}, but this server is set to work offline (HF_HUB_OFFLINE). "
                              "The small models work as before.")
@@ -88,9 +90,9 @@ def fetch(spec: Pretrained, cache_dir: str | Path | None = None,
         raise HubUnavailable(f"{why}, but this server cannot reach {urlsplit(constants.ENDPOINT).hostname}. "
                              "The small models work as before.")
     path = None
-    for done, name in enumerate(FILES):
+    for done, name in enumerate(spec.files):
         if progress:
-            progress(done, len(FILES), name)
+            progress(done, len(spec.files), name)
         try:
             path = Path(hf_hub_download(spec.repo_id, name, revision=spec.revision, cache_dir=cache_dir,
                                         etag_timeout=timeout))
@@ -98,5 +100,5 @@ def fetch(spec: Pretrained, cache_dir: str | Path | None = None,
             raise HubUnavailable(f"{why}, and downloading {name} failed ({type(error).__name__}). "
                                  "The small models work as before; try again later.") from None
     if progress:
-        progress(len(FILES), len(FILES), "")
+        progress(len(spec.files), len(spec.files), "")
     return path.parent

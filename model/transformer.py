@@ -94,13 +94,18 @@ class TransformerLM(nn.Module):
         return self._forward(check_tokens(tokens, self.cfg), Recorder())
 
     @torch.no_grad()
-    def read(self, tokens, cache: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
+    def read(self, tokens, cache: KVCache | None = None,
+             edits: Mapping[str, Edit] | None = None) -> tuple[torch.Tensor, KVCache]:
         """Generation's pass: logits (B, T, V) for `tokens` (B, T) read after the positions `cache` holds (None: from
         the start), and the cache grown by their keys and values. Reading a text in pieces gives the logits of
-        reading it at once (within float error), while each new token costs one position's work."""
+        reading it at once (within float error), while each new token costs one position's work. `edits` are
+        applied as in `run` (to the new tokens' values; the cache holds the earlier ones' as edited then)."""
         start = 0 if cache is None else cache.length
         tokens = check_tokens(tokens, self.cfg, start=start)
-        rec = Recorder(past=cache, cache=True)
+        unknown = set(edits) - set(self.trace_names[1:]) if edits else set()
+        if unknown:
+            raise ValueError(f"cannot edit {', '.join(sorted(unknown))}: not a name in this model's trace")
+        rec = Recorder(edits, past=cache, cache=True)
         logits = self._forward(tokens, rec)                                                # (B, T, V)
         return logits, KVCache(rec.kept, start + tokens.shape[1])
 

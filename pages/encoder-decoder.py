@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer.steps import encoder_decoder
-from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header, require_trace,
-                             say, sections, step_nav, veil_box, veiled)
+from explorer.app.layout import (chart, side_panel, explanation, head_picker, layer_picker, math_panel, page_header,
+                             picker_row, require_trace, say, sections, step_nav, veil_box, veiled)
 from explorer.app.models import BUNDLED_SEQ2SEQ, is_encoder_decoder
 from explorer.scope import answer_line, digits_line, grammar_line, lexicon_table, outside_text, source_check, training_line
 from explorer.app.state import apply_view, view
@@ -20,26 +20,39 @@ if not is_encoder_decoder(v.bundle):
     st.stop()
 explanation(v, encoder_decoder.intro(v))
 check = source_check(v)
-with side_panel(v, "What this model knows", ":material/menu_book:", expanded=bool(check and check.problems)):
-    st.markdown(training_line(v))
-    if encoder_decoder.task_of(v) == "translate":
-        st.markdown(grammar_line())
-        st.dataframe(lexicon_table("translate"), hide_index=True)
-    else:
-        st.markdown(digits_line(v))
+problems = bool(check and check.problems)
+under = v.compact and not problems           # a small first screen: the tab's chart first, the words under it
+
+
+def model_card() -> None:
+    with side_panel(v, "What this model knows", ":material/menu_book:", expanded=problems):
+        st.markdown(training_line(v))
+        if encoder_decoder.task_of(v) == "translate":
+            st.markdown(grammar_line())
+            st.dataframe(lexicon_table("translate"), hide_index=True)
+        else:
+            st.markdown(digits_line(v))
+
+
+if not (under and v.phone):                  # (in presenter mode a button beside the title)
+    model_card()
 trace = require_trace(v, encoder_decoder.SLUG)
 written = encoder_decoder.decoded_text(v, trace)
-words, left, right = st.columns([3, 1, 1]) if v.presenter else (st.container(), None, None)   # one row on a projector
+words = None if under else st.container()
+left, right, _ = picker_row([1, 1, 3], beside_the_title=False)   # one row (the title's has two buttons beside it)
+layer, head = layer_picker(v, left), head_picker(v, right)
+cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
+if under:                                    # after the tabs: under the open tab's chart
+    with st.container():
+        if v.phone:
+            model_card()
+        words = st.container()
 words.markdown(f"**Source** (what the encoder reads): {encoder_decoder.quote(v.bundle.tokenizer.decode(list(v.ids)))}  \n"
                f"**Target** (what the decoder wrote, greedily): {encoder_decoder.quote(written)}")
-if check and check.problems:
+if problems:
     words.warning(outside_text(check), icon=":material/explore_off:")
 if check and check.answer is not None:
     words.markdown(answer_line(v, written, check))
-if not v.presenter:
-    left, right, _ = st.columns([1, 1, 3])
-layer, head = layer_picker(v, left), head_picker(v, right)
-cross, encoder, decoder, steps, whatif = sections("encoder-decoder")
 
 if cross.open:
     with cross:

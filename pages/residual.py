@@ -1,8 +1,8 @@
 """Step 6, residual stream and normalization: the running total, what each layer adds, and the logit lens."""
 import streamlit as st
 
-from explorer.app.layout import (beside_the_chart, chart, picker_row, explanation, layer_picker, math_panel, page_header, quote, require_trace,
-                             say, sections, step_nav, token_picker)
+from explorer.app.layout import (beside_the_chart, chart, picker_row, explanation, knobs_and_chart, layer_picker, math_panel,
+                             page_header, quote, require_trace, say, sections, step_nav, token_picker)
 from explorer.steps.residual import (NORM_NAMES, SLUG, TEXT, block_figure, contributions, contributions_figure,
                                diagram_caption, lens_chart, lens_in_words, lens_of, lens_reads_mid, math_latex, math_table,
                                norm_caption, norm_math, norm_scatter_figure, norm_stats, norm_steps, stream_norms_figure)
@@ -89,12 +89,13 @@ if lens.open:
     with lens:
         st.subheader("The logit lens: what would the model guess at each stage?")
         with_mid = lens_reads_mid(v)                  # a deep model's 2 readings per layer crowd the chart
+        knobs, stage = knobs_and_chart(v)             # on a phone the chart first, the toggle under it
         if not v.presenter:
-            with_mid = st.toggle("Also read the stream after attention", value=with_mid,
-                                 key="residual_lens_mid",
-                                 help="Each layer's stream between its attention and its feed-forward "
-                                      "network.")
-        chart(lens_chart(v, with_mid), key="lens", part="lens")
+            with_mid = knobs.toggle("Also read the stream after attention", value=with_mid,
+                                    key="residual_lens_mid",
+                                    help="Each layer's stream between its attention and its feed-forward "
+                                         "network.")
+        chart(lens_chart(v, with_mid), stage, key="lens", part="lens")
         say(lens_in_words(v, lens_of(v, with_mid)), "lens")
         st.caption("Each cell passes that stage's stream through the model's own final norm and unembedding, "
                    "exactly as the real output does, and shows the likeliest next token and its probability. The "

@@ -31,13 +31,15 @@ if three_ways.open:
         st.subheader("Three ways to cut the same text")
         tokenizers, source = tokenization.comparison_tokenizers(v.bundle)
         cut = tokenization.comparison_pieces(tokenizers, v.text)
-        counts = [] if veiled("tokens") else zip(st.columns(3, wrap=False), tokenization.KINDS)  # one row on a phone
+        first, second = st.container(), st.container()
+        stage, counted = (first, second) if v.compact else (second, first)   # a small first screen: the chart first
+        counts = [] if veiled("tokens") else zip(counted.columns(3, wrap=False), tokenization.KINDS)  # one row
         for column, kind in counts:    # (an open token-count question: the model's count is among them)
             column.metric(f"{tokenization.KIND_NAMES[kind]} tokens" + (" ★ (this model)" if kind == tok.kind else ""),
                           len(cut[kind]), help=f"{tokenization.KIND_NAMES[kind]}: {tokenization.KIND_ABOUT[kind]}; "
                                              f"vocabulary of {tokenizers[kind].vocab_size:,} tokens.")
-        chart(tokenization.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), key="comparison",
-              part="tokens")
+        chart(tokenization.comparison_figure(tokenizers, cut, tok.kind, v.presenter, v.phone), stage,
+              key="comparison", part="tokens")
         st.caption(tokenization.source_note(source, tok.kind))
         if v.prepared.dropped:
             say("The counts are for your whole text; the model itself reads only its last "

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.app import lab
+from explorer.app import sae as app_sae
 from explorer.lab.figures import (COMPARE_WINDOW, compare_figure, flow_figure, length_figure, loss_chart, loss_figure,
                                   metrics_chart, same_task_runs, snapshot_caption, snapshot_chart)
 from explorer.app.layout import beside_the_chart, chart, explanation, page_header, step_nav
@@ -194,6 +195,13 @@ elif run is not None and run.divergence:
 right.file_uploader("Upload a model file", type=["safetensors"], key="lab_model_upload", on_change=lab.upload,
                     max_upload_size=50)
 st.caption(lab.SHARING)
+
+# 4) a sparse autoencoder of the model chosen in the sidebar (explorer/app/sae.py): drawn only while open
+sae_panel = st.expander("A sparse autoencoder: a dictionary of the model's features", icon=":material/dictionary:",
+                        key="lab_sae_panel", on_change="rerun")
+if sae_panel.open:
+    with sae_panel:
+        app_sae.lab_section(v, lab.user_text())
 step_nav("training")
 
 

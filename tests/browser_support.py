@@ -9,7 +9,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from bench import live
 from bench.live import HEADLESS_SHELL as CHROMIUM, ROOT, open_view, rss_mb, serve, wait_until_run  # noqa: F401
 from conftest import BROWSER_TIMEOUT_MS
-from explorer.registry import ENCODER_DECODER, STEPS
+from explorer.registry import ENCODER_DECODER, FEATURES, STEPS
 
 
 def launch(playwright):
@@ -43,13 +43,15 @@ MAIN_CHART = {("attention", "Who looks at whom"): "Attention pattern",
               ("prediction", None): "Next-token probabilities"}
 NO_CHART = {("tokenization", "The vocabulary"): "[data-testid=stDataFrame]",
             ("encoder-decoder", "Decoding step by step"): "[data-testid=stDataFrame]",
-            ("encoder-decoder", "What if?"): "[data-testid=stRadio]"}
+            ("encoder-decoder", "What if?"): "[data-testid=stRadio]",
+            # a dictionary's card (its first chart) or, for a model without one, the notice that says how to get one
+            ("features", "Dictionary features"): ".explorer-chart, [data-testid=stAlert]"}
 CHARTLESS_PAGES = {"home", "class", "discoveries", "training"}     # no Plotly chart until a student acts
 
 # A projector's views: every tab of every page that explains a model, and the prediction page (which has none). The
 # projector walk (tests/test_browser_presenter.py) opens each in presenter mode, and checks the first tab of each
 # page for WCAG too (tests/test_browser_a11y.py checks the other pages, and every page in high contrast).
-PROJECTOR_VIEWS = [(page.slug, label) for page in [*STEPS, ENCODER_DECODER] for label in page.labels] \
+PROJECTOR_VIEWS = [(page.slug, label) for page in [*STEPS, ENCODER_DECODER, FEATURES] for label in page.labels] \
     + [("prediction", None)]
 PROJECTOR_FIRST_TABS = {slug: label for slug, label in reversed(PROJECTOR_VIEWS)}     # page -> its first tab (or None)
 
@@ -264,3 +266,62 @@ def chart_text_problems(found: dict) -> tuple[dict, dict]:
                   f"{len(r['cut'])} cut, e.g. {r['cut'][:3]}")
     return ({view: r["overlaps"] for view, r in found.items() if r["overlaps"]},
             {view: r["cut"] for view, r in found.items() if r["cut"]})
+
+
+# --- a class's screens at a question: whole tick labels, pickers as wide as their value, a readable tally -----------
+
+# Every tick label of the main area's charts whose box reaches more than 1 px outside its chart's drawing, the chart's
+# frame or the window's width ([chart title, label, where]): a label cut at its start ("they" shown as "ey") or end.
+TICKS_CUT = """() => {
+  const out = [], W = document.documentElement.clientWidth;
+  for (const plot of document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')) {
+    if (plot.offsetParent === null) continue;
+    const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+    const frame = (plot.closest('.explorer-chart') || plot).getBoundingClientRect();
+    const name = (plot.querySelector('.gtitle') || {}).textContent || '(untitled)';
+    for (const t of plot.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text')) {
+      const r = t.getBoundingClientRect();
+      if (!t.textContent.trim() || !r.width || getComputedStyle(t).display === 'none') continue;
+      const edges = [['left', r.left < svg.left - 1, r.left < frame.left - 1, r.left < -1],
+                     ['right', r.right > svg.right + 1, r.right > frame.right + 1, r.right > W + 1],
+                     ['top', r.top < svg.top - 1, r.top < frame.top - 1, false],
+                     ['bottom', r.bottom > svg.bottom + 1, r.bottom > frame.bottom + 1, false]];
+      const where = edges.flatMap(([side, ...past]) => ['drawing', 'frame', 'window']
+        .filter((_, n) => past[n]).map(what => `past the ${what}'s ${side}`));
+      if (where.length) out.push([name, t.textContent.trim(), where.join(', ') +
+        ` (drawn ${Math.round(svg.width)} px wide in a frame ${Math.round(frame.width)} px wide)`]);
+    }
+  }
+  return out;
+}"""
+
+
+def ticks_cut(page, tries: int = 4) -> list[list[str]]:
+    """The tick labels of the page's charts that are cut ([chart title, label, where]), still cut half a second later
+    (`tries` times): a chart drawn again to fit its room is measured once it has been."""
+    cut = page.evaluate(TICKS_CUT)
+    for _ in range(tries - 1):
+        if not cut:
+            break
+        page.wait_for_timeout(500)
+        cut = page.evaluate(TICKS_CUT)
+    return cut
+
+
+# The pickers beside a presenter's title (explorer/app/layout.py, `picker_row`) whose box is narrower than the value it
+# shows: [value, its text's width, the room the box gives it] (px), measured in the box's own font.
+PICKERS_TOO_NARROW = """() => {
+  const ink = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll('.st-key-title_row input[role=combobox]')].filter(i => i.offsetParent !== null)
+    .map(i => {
+      const s = getComputedStyle(i);
+      ink.font = `${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+      return [i.value, Math.ceil(ink.measureText(i.value).width),
+              Math.floor(i.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight))];
+    }).filter(([, text, room]) => text > room + 1);
+}"""
+
+
+def pickers_too_narrow(page) -> list[list]:
+    """The header's pickers narrower than their value: [value, text px, room px]."""
+    return page.evaluate(PICKERS_TOO_NARROW)

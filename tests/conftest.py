@@ -70,6 +70,7 @@ SLOW = [
     "tests/test_tasks.py::test_exact_match_in_one_teacher_forced_pass_equals_greedy_decoding",
     "tests/test_class_replicas.py",                  # redis-server and two replica processes
     "tests/test_class_lecture.py",                   # ten students answer the whole lecture (AppTest)
+    "tests/test_page_features.py::test_a_pretrained_models_neurons_are_read_over_the_bundled_english_text_once_and_kept_on_disk",
     "tests/test_questions.py::test_gpt2s_long_word_and_its_questions_are_answered_as_its_own_forward_pass_says",
     # the quick loop's own slowest (1 to 8 s each on 2 workers): most train a lab run or build a model's real shape
     "tests/test_smollm2_app.py::test_every_page_and_tab_runs_with_smollm2_on_its_own_numbers",        # SmolLM2's shape
@@ -129,6 +130,13 @@ SLOW = [
     "tests/test_class.py::test_students_join_with_the_code_and_follow_the_teachers_next_and_previous",
     "tests/test_encoder_decoder_app.py::test_every_tab_runs_on_real_numbers",
     "tests/test_pretrained.py::test_a_swapped_query_and_key_is_caught",
+    # trains an SAE on tinytales' residual stream to issue 41's target (3-10 s each)
+    "tests/test_sae.py::test_tinytales_reaches_explained_variance_09_with_l0_at_most_16",
+    # reads every neuron of tinytales over its whole training text, 151,430 words, in one pass (3-4 s)
+    "tests/test_features.py::test_tinytales_whole_text_in_one_pass_and_the_index_kept_on_disk_gives_the_same_contexts",
+    # a feature's card recomputed window by window over 20,000 tokens (5-10 s); GPT-2's shape with its dictionary
+    "tests/test_dictionary.py::test_a_features_card_shows_what_the_sae_and_the_model_compute",
+    "tests/test_dictionary.py::test_gpt2_offline_the_download_says_why_the_other_layers_and_tabs_keep_working",
 ]
 
 

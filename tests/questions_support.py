@@ -142,4 +142,27 @@ def expected_answer(bundle, ids: list[int], view: dict, question) -> str | None:
     if kind == "biggest-push":
         found = pushes(bundle, ids, token)
         return max(found, key=found.get)
+    if kind == "steered-word":
+        steered = steered_logits(bundle, ids, layer, view.get("fields", {}))
+        return option(vocab[int(steered.argmax())])
     raise AssertionError(f"no recomputation for {kind}")
+
+
+def steered_logits(bundle, ids: list[int], layer: int, fields: dict) -> torch.Tensor:
+    """The next token's logits after `ids` with the features page's steering (`fields`: a neuron's output weights at
+    length 1, or the mean stream after the layer of sentence A minus B's, times the strength) added to the stream
+    after block `layer` at every position: recomputed here from the weights, not by model/steering.py."""
+    model = bundle.model
+    if fields.get("steer-by", "neuron") == "neuron":
+        post = model.run(ids)[f"blocks.{layer}.mlp.post"][0]                                   # (T, F)
+        neuron = fields.get("neuron")
+        if not isinstance(neuron, int) or not 0 <= neuron < post.shape[1]:          # as a link's: the busiest
+            neuron = int(post.amax(0).argmax())
+        w = model.blocks[layer].mlp.W_out.weight[:, neuron].detach()                           # (D,)
+        direction = w / w.norm()
+    else:
+        streams = [model.run(bundle.tokenizer.encode(fields[key]))[f"blocks.{layer}.resid_post"][0].mean(0)
+                   for key in ("sentence-a", "sentence-b")]                                    # (D,) each
+        direction = streams[0] - streams[1]
+    added = float(fields["strength"]) * direction
+    return model.run(ids, edits={f"blocks.{layer}.resid_post": lambda x: x + added})["logits"][0, -1]   # (V,)

@@ -7,6 +7,7 @@ from bench.apptest import fragment_ids, run_fragment
 from conftest import APP, page_text
 from explorer import lessons, questions
 from explorer.app import classroom
+from explorer.app.styles import BODY_TEXT_PX, PRESENTER_CSS, PRESENTER_TEXT_PX
 from explorer.classroom.store import WrongKey
 from explorer.registry import BY_SLUG
 from explorer.numbers import percent
@@ -241,9 +242,21 @@ def test_the_tally_is_a_bar_per_answer_in_the_students_order_on_a_scale_of_those
     assert bars["encoding"]["x"]["scale"]["domain"] == [0, 5]                 # a full bar: every student present
     axis = bars["encoding"]["y"]["axis"]
     assert numbers["mark"]["color"] == axis["labelColor"] == "#f5f5f5" and axis["labelFlush"] is False   # dark; aligned
-    assert axis["labelLimit"] >= 16 * 0.6 * len("layer 1: after feed-forward")     # a long answer is not cut
+    assert axis["labelLimit"] >= PRESENTER_TEXT_PX * 0.6 * len("layer 1: after feed-forward")   # a long answer whole
     before = classroom.tally_chart(asked_, {}, 0).to_dict()["layer"][0]["encoding"]
     assert before["y"]["sort"] == ["is", "it", "they"] and before["x"]["scale"]["domain"] == [0, 1]
+
+
+def test_the_tallys_words_are_as_large_as_the_text_beside_it_the_presenters_on_a_projector():
+    """A projector's back row reads the tally: its answers and counts are the presenter's body size (its words were
+    16 px beside 22 px text), one constant for both (explorer/app/styles.py); a teacher's laptop has the body's."""
+    asked_ = questions.Asked("lens-layer", "Which stage?", ("token + position", "layer 1: after feed-forward"), None)
+    for size in (PRESENTER_TEXT_PX, BODY_TEXT_PX):
+        spec = classroom.tally_chart(asked_, {}, 3, text_px=size).to_dict()
+        assert spec["config"]["axis"]["labelFontSize"] == spec["layer"][1]["mark"]["fontSize"] == size
+        assert spec["height"] >= size * len(asked_.options)                # a row at least a line high per answer
+    assert classroom.tally_chart(asked_, {}, 3).to_dict()["config"]["axis"]["labelFontSize"] == PRESENTER_TEXT_PX
+    assert f"font-size: {PRESENTER_TEXT_PX}px" in PRESENTER_CSS
 
 
 def test_at_the_reveal_a_student_reads_every_options_number_in_one_line():

@@ -74,12 +74,12 @@ def reveal_sentence(lecture: lessons.Lesson, index: int, bundle, ids: list[int],
     reading = questions.reading(view["model"], bundle, view["text"], 64)
     cfg = bundle.model.cfg
     return questions.ask(step.question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
-                                                                  len(reading.ids))).said
+                                                                  len(reading.ids), step.fields)).said
 
 
 def reveal_text(kind: str, answer: str | None) -> str:
     return {"poll": "**A poll:** there is no right answer.", "choice": f"**The answer:** “{escape(answer or '')}”."
-            }.get(kind, f"**The model's answer:** “{escape(answer or '')}” (")
+            }.get(kind, f"**The model's answer:** “{escape(answer or '')}”" + ("." if kind == "token-count" else " ("))
 
 
 def test_ten_students_answer_every_question_of_the_lecture_and_the_summary_is_what_they_sent(monkeypatch):
@@ -120,7 +120,8 @@ def lead_the_lecture(model: str, monkeypatch, names: tuple[str, ...] = NAMES) ->
         assert not teacher.exception, (index, teacher.exception)
         if step.question is None:
             continue
-        view = {"model": model if step.view.get("model") != "translate" else "translate", **step.view}
+        view = {"model": model if step.view.get("model") != "translate" else "translate", **step.view,
+                "fields": step.fields}
         bundle = bundle_of(view["model"])
         ids = bundle.tokenizer.encode(view["text"])[-min(bundle.model.cfg.max_len, 64):]
         answer = expected_answer(bundle, ids, view, step.question)

@@ -126,12 +126,14 @@ def test_an_old_lesson_file_still_loads_and_every_kind_reads_back_as_itself():
         {"page": "attention", "question": {"kind": "knockout"}},
         {"page": "why", "question": {"kind": "biggest-push"}},
         {"page": "encoder-decoder", "question": {"kind": "reads-source", "word": "chat"}},
+        {"page": "features", "tab": "steering", "fields": {"steer-by": "neuron", "strength": -2.5},
+         "question": {"kind": "steered-word"}},
         {"page": "training", "question": {"kind": "choice", "prompt": "Who?", "options": ["a", "b  c"], "answer": "a"}},
         {"page": "discoveries", "question": {"kind": "poll", "options": ["yes", "no"]}},
         {"page": "class", "question": {"kind": "poll"}}]}
     lesson = lessons.parse(json.dumps(every))
     assert lessons.parse(lesson.to_json()) == lesson
-    assert lesson.steps[7].question.options == ("a", "b c")               # kept as the class store keeps an answer
+    assert lesson.steps[8].question.options == ("a", "b c")               # kept as the class store keeps an answer
     assert json.loads(lesson.to_json())["steps"][2]["question"] == {"kind": "looks-at"}     # only what it uses
     assert {s.question.kind for s in lesson.steps} | {"next-word"} == set(questions.KINDS)
 
@@ -167,7 +169,7 @@ def test_the_ready_lecture_lasts_a_lecture_visits_every_page_and_asks_every_kind
         reading = questions.reading(step.view["model"], bundle, step.view["text"], 64)
         cfg = bundle.model.cfg
         answered = questions.ask(question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
-                                                                     len(reading.ids)))
+                                                                     len(reading.ids), step.fields))
         assert answered.answer in answered.options and answered.said, step
     guide = " ".join((Path(__file__).resolve().parents[1] / "docs/teaching.md").read_text().split())
     assert f"{len(lecture.steps)} steps through every page" in guide and f"{len(asked)} questions of every kind" in guide

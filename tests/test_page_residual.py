@@ -165,6 +165,25 @@ def test_logit_lens_reads_every_stage_and_its_last_row_is_the_real_prediction():
     assert decode(figure_titled(at, "Logit lens")["data"][0]["z"]).shape == (len(ENDED.split()), 3)
 
 
+def test_a_presenters_picker_beside_the_title_is_as_wide_as_its_longest_value():
+    """In presenter mode the Layer picker, squeezed beside this page's long title, read "Laye": a picker that says
+    its name inside its box is as wide as its longest value (Chromium measures every one in a class's walk,
+    tests/test_browser_lessons.py), and the title row's columns keep that width (explorer/app/styles.py)."""
+    from explorer.app import layout
+    from explorer.app.styles import PRESENTER_CSS, PRESENTER_TEXT_PX
+    place = object()
+    layout._page.named_inside = [place]
+    try:
+        inside = layout.picker_label("Layer", place, values=range(12))
+    finally:
+        layout._page.named_inside = []
+    assert inside["label_visibility"] == "collapsed" and inside["format_func"](11) == "Layer 11"
+    # measured in Chromium: "Layer 0" is 0.45 em of the box's type (0.875 of 22 px), the box's padding and arrow 68 px
+    assert inside["width"] >= 0.5 * 0.875 * PRESENTER_TEXT_PX * len("Layer 11") + 68
+    assert "width" not in layout.picker_label("Layer", object(), values=range(12))   # above its box: its column's
+    assert "min-width: min-content" in PRESENTER_CSS              # a title row wraps before its pickers narrow
+
+
 def test_presenter_mode_hides_the_lens_option_and_keeps_every_figure():
     at = show(open_page("residual", presenter=1), "Logit lens")
     assert not at.exception

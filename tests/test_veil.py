@@ -36,7 +36,7 @@ def reading(step, lesson, index):
     model, text = lesson.reading_at(index, "tinytales", "")
     bundle = load_bundled(model)
     ids = bundle.tokenizer.encode(text)[-min(bundle.model.cfg.max_len, 64):]
-    return bundle, ids, {"model": model, "text": text, **step.view}
+    return bundle, ids, {"model": model, "text": text, **step.view, "fields": step.fields}
 
 
 def test_alone_a_student_guesses_before_the_page_shows_the_models_next_word():

@@ -17,6 +17,7 @@ def plain(label) -> str:
     """A token as a chart or an option writes it, compared without the marks for spaces and quotes."""
     text = re.sub(r" \((position|id) \d+\)$", "", str(label))    # its place in the sentence, or its id
     text = re.sub(r"^\d+ (?=\S)", "", text)                          # a heatmap's "3 cat": position 3
+    text = re.sub(r"\s*<br\s*/?>\s*", " ", text)                      # a chart's label wrapped onto two lines
     return text.replace("␣", " ").replace("“", "").replace("”", "").replace("⟨", "").replace("⟩", "").strip()
 
 
@@ -116,3 +117,66 @@ def pointed_at(figures: list[dict]) -> list[str]:
                     if float(value) in ticks:
                         spots.append(str(decode(axis["ticktext"])[ticks.index(float(value))]))
     return spots
+
+
+# --- a screen in Chromium ----------------------------------------------------------------------------------------
+
+# Each Plotly chart's data and layout as the browser drew it (typed arrays as lists), and the main area's text.
+SCREEN = """() => {
+  const plain = v => v == null ? null : ArrayBuffer.isView(v) ? Array.from(v) : Array.isArray(v) ? v.map(plain) : v;
+  const figures = [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].map(el => {
+    const layout = {title: el.layout && el.layout.title, annotations: (el.layout && el.layout.annotations) || []};
+    for (const [name, axis] of Object.entries(el.layout || {}))
+      if (/^[xy]axis\\d*$/.test(name)) layout[name] = {tickvals: plain(axis.tickvals), ticktext: plain(axis.ticktext)};
+    return {layout, data: (el.data || []).map(t => ({type: t.type || 'scatter', x: plain(t.x), y: plain(t.y),
+      z: plain(t.z), xaxis: t.xaxis, yaxis: t.yaxis}))};
+  });
+  return {figures, text: document.querySelector('[data-testid=stMain]').innerText};
+}"""
+
+
+def screen(page) -> tuple[list[dict], str]:
+    """What a browser tab shows: its charts' figures and its main area's text."""
+    seen = page.evaluate(SCREEN)
+    return seen["figures"], seen["text"]
+
+
+def facts(lesson, index: int, name: str = "tinytales", text: str = "") -> tuple[str | None, str, int | None]:
+    """A lesson step's question as this test answers it from the model on its own: (the answer, the sentence the
+    reveal says, the token count for a token-count question)."""
+    from explorer import questions
+    from model.checkpoint import load_bundled
+    from questions_support import expected_answer
+    step = lesson.steps[index]
+    model, text = lesson.reading_at(index, name, text)
+    if not questions.KINDS[step.question.kind].needs_model:
+        return step.question.answer, "", None                 # a choice's own answer, a poll's none
+    bundle = load_bundled(model)
+    ids = bundle.tokenizer.encode(text)[-min(bundle.model.cfg.max_len, 64):]
+    answer = expected_answer(bundle, ids, {"model": model, "text": text, **step.view, "fields": step.fields},
+                             step.question)
+    reading = questions.reading(model, bundle, text, 64)
+    cfg = bundle.model.cfg
+    said = questions.ask(step.question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
+                                                                  len(reading.ids), step.fields)).said
+    return answer, said, int(answer) if step.question.kind == "token-count" else None
+
+
+# The kinds whose answer the page's chart holds, where the reveal's pointer lands (explorer/pointer.py): "label" where
+# the bar or cell is labelled with the answer's own words, "pointer" where the chart names it shorter ("MLP 1").
+# Where: the page and tab of the chart the answer's Target names (another page's chart of the same numbers, a
+# what-if's bars, gets no pointer).
+CHARTED = {"next-word": ("prediction", None, "label"), "looks-at": ("attention", "who-looks", "label"),
+           "nearest-word": ("embedding", "neighbours", "label"), "reads-source": ("encoder-decoder", "cross", "label"),
+           "lens-layer": ("residual", "lens", "label"), "biggest-push": ("why", "attribution", "pointer")}
+
+
+def charted(step) -> str | None:
+    """How the reveal points at a step's answer on its page ("label", "pointer"), or None where it does not."""
+    page, tab, how = CHARTED.get(step.question.kind, (None, None, None))
+    return how if (step.page, step.tab) == (page, tab) else None
+
+
+def plain_words(said: str) -> str:
+    """A reveal's sentence (Markdown) as the browser shows it: no escapes, no bold marks."""
+    return re.sub(r"\\(.)", r"\1", said).replace("**", "")

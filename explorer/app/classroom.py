@@ -37,7 +37,8 @@ from explorer.view import escape, model_key, quote
 
 from . import cache, url
 from .components import front_end
-from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, section_key, view_params
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, on_a_phone, section_key, view_params
+from .styles import BODY_TEXT_PX, PRESENTER_TEXT_PX
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
 ROLE, CODE, KEY, SEAT, STEP = "class_role", "class_code", "_class_key", "class_seat", "_class_step"
@@ -387,7 +388,7 @@ def ask(step: LessonStep, name: str, text: str) -> Asked | None:
         raise questions.Unanswerable(f"The step's model {quote(name)} cannot read its sentence here ({problem}).") \
             from None
     cfg = bundle.model.cfg
-    where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids))
+    where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids), step.fields)
     key = ("asked", model_key(name, bundle.model), reading.ids, where, question)
     found = cache.for_the_class(key, lambda: _answered(question, reading, where))
     if isinstance(found, questions.Unanswerable):
@@ -473,7 +474,8 @@ def answer_words(asked_: Asked) -> str:
         return "**A poll:** there is no right answer."
     if asked_.kind == "choice":
         return f"**The answer:** {quote(asked_.answer)}."
-    return f"**The model's answer:** {quote(asked_.answer)} ({escape(asked_.shown.get(asked_.answer, ''))})."
+    number = asked_.shown.get(asked_.answer)           # a token count's answer is its own number
+    return f"**The model's answer:** {quote(asked_.answer)}" + (f" ({escape(number)})." if number else ".")
 
 
 def numbers_words(asked_: Asked, counts: dict[str, int]) -> str:
@@ -806,7 +808,8 @@ def _teacher(code, lesson_, state, step, name, text) -> None:
     if state.is_revealed and asked_.said:
         prompt.markdown(asked_.said)
     ink = st.get_option(f"theme.{'dark' if st.context.theme.type == 'dark' else 'light'}.textColor")
-    tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed, ink), width="stretch")
+    text_px = PRESENTER_TEXT_PX if st.session_state.get("presenter") else BODY_TEXT_PX
+    tally.altair_chart(tally_chart(asked_, counts, present, state.is_revealed, ink, text_px), width="stretch")
 
 
 # An answer's words beside its bar, up to this wide (Vega-Lite cuts a label at 180 px by default: on a projector
@@ -815,12 +818,13 @@ TALLY_LABEL_PX = 400
 
 
 def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: bool = False,
-                ink: str = "#111111") -> alt.LayerChart:
+                ink: str = "#111111", text_px: int = PRESENTER_TEXT_PX) -> alt.LayerChart:
     """The live tally: a labelled bar per answer (in the order the students see them, the right one marked once
     revealed) with its count, on a scale of the students present (a bar across the whole width: all of them). Its
     words and counts in `ink`, the page theme's text colour (Streamlit's chart theme leaves a count's text black,
-    unreadable on the dark theme), and each label beside its bar (the theme pushed the first one up, over the
-    second). 22 px an answer: a projector's first screen keeps the page's chart under the question."""
+    unreadable on the dark theme), each label beside its bar (the theme pushed the first one up, over the second),
+    and as large as the page's text (`text_px`: a projector's back row reads them). A row of 1.25 lines an
+    answer: a projector's first screen keeps the page's chart under the question."""
     frame = tally_frame(asked_, counts, revealed)
     base = alt.Chart(frame).encode(
         y=alt.Y("answer:N", sort=list(frame["answer"]), title=None,
@@ -828,9 +832,9 @@ def tally_chart(asked_: Asked, counts: dict[str, int], present: int, revealed: b
                               labelPadding=6, labelLimit=TALLY_LABEL_PX)),
         x=alt.X("students:Q", title=None, scale=alt.Scale(domain=[0, max(1, present)]), axis=None))
     bars = base.mark_bar(color="#4477AA")
-    numbers = base.mark_text(align="left", dx=4, fontSize=16, color=ink).encode(text="students:Q")
-    return ((bars + numbers).properties(height=22 * len(asked_.options)).configure_axis(labelFontSize=16)
-            .configure_view(stroke=None))
+    numbers = base.mark_text(align="left", dx=4, fontSize=text_px, color=ink).encode(text="students:Q")
+    return ((bars + numbers).properties(height=round(1.25 * text_px) * len(asked_.options))
+            .configure_axis(labelFontSize=text_px).configure_view(stroke=None))
 
 
 def _reveal(index: int) -> None:
@@ -865,8 +869,8 @@ def _student(code, lesson_, state, step, name, text) -> None:
         go_to(step, state.step)            # the teacher moved: one full run opens the class's step
     open_pending()                         # ... or "Back to the class's view" was pressed
     s.seen(code, seat)
-    row = st.container(horizontal=True, vertical_alignment="center")
-    row.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}", width="content")
+    row = st.container(horizontal=True, vertical_alignment="center", wrap=False)   # one row on a phone: a wide code
+    row.markdown(f"**Class {code}** · step {state.step + 1} of {len(lesson_.steps)}")   # wraps its words, not the row
     st.session_state[FOLLOW_TOGGLE] = following
     row.toggle("Follow the teacher", key=FOLLOW_TOGGLE, on_change=_keep_follow)   # off: explore on your own
     here = st.session_state.get("_page") or "home"
@@ -883,7 +887,8 @@ def _student(code, lesson_, state, step, name, text) -> None:
 
 def _question(code: str, seat: str, state: Position, asked_: Asked) -> None:
     """A student's question: the prompt, then the choices in a row with Send; after the reveal, the answer beside
-    their guess and the numbers in one line."""
+    their guess and the numbers in one line (on a phone only the class's: a model's numbers are on the page's chart,
+    which the first screen keeps under the box)."""
     s = store()
     mine = s.my_answer(code, seat, state.step)
     if not state.is_revealed:
@@ -903,7 +908,8 @@ def _question(code: str, seat: str, state: Position, asked_: Asked) -> None:
                    if mine is not None else "You did not answer this one."))
     if asked_.said:
         st.markdown(asked_.said)
-    st.caption(numbers_words(asked_, s.tally(code, state.step) if not asked_.shown else {}))
+    if not (asked_.shown and on_a_phone()):
+        st.caption(numbers_words(asked_, s.tally(code, state.step) if not asked_.shown else {}))
 
 
 def _keep_follow() -> None:

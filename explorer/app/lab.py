@@ -11,6 +11,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from model.checkpoint import from_bytes, to_bytes
 
+from explorer.app import sae as app_sae
 from explorer.app.state import apply_view
 from explorer.lab.link import MODEL_KEYS, TRAIN_KEYS
 from explorer.lab.training import MAX_RUNS, MAX_TRAINING, PRESETS, TICK_SECONDS, LabSetup, Run, new_run, preset_hint
@@ -251,6 +252,8 @@ def pause_all() -> None:
     page switch would be lost with the lab page)."""
     if st.session_state.get("lab_running"):
         pause()
+    if st.session_state.get("sae_running"):                 # a dictionary in training too (its panel)
+        app_sae.pause()
     explored = st.session_state.pop("lab_explored", None)
     if explored:
         st.toast(f"Now exploring {explored} on the walk-through pages, with a sentence it knows.",

@@ -25,7 +25,7 @@ from explorer.plot import DIMS_SHOWN, template_for
 from explorer.pointer import point_at
 from explorer.veil import VEILS
 from explorer.app.plotly_component import plotly_chart
-from explorer.app.styles import page_css
+from explorer.app.styles import PRESENTER_TEXT_PX, page_css
 from explorer.view import View, escape, example_sentence, quote, shorten  # noqa: F401  (pages import quote from here)
 from explorer.app.models import is_encoder_decoder
 from explorer.registry import BY_SLUG, ENCODER_DECODER, STEPS, neighbours
@@ -320,12 +320,28 @@ def picker_row(spec: list, beside_the_title: bool = True, **columns) -> list:
     return places
 
 
-def picker_label(label: str, where, show=str) -> dict:
+def picker_label(label: str, where, show=str, values=()) -> dict:
     """A picker's label and how it shows a value, as selectbox arguments: its name inside its box when it stands in
-    a presenter's `picker_row` (a screen reader still hears the name), else above it."""
+    a presenter's `picker_row` (a screen reader still hears the name), else above it. Inside, the box is as wide as
+    the longest of its `values` shown (`picker_px`): a title row that leaves little room never cuts "Layer 1" to
+    "Laye" (explorer/app/styles.py keeps a title row's column as wide as its picker)."""
     if any(where is place for place in getattr(_page, "named_inside", ())):
-        return {"label_visibility": "collapsed", "format_func": lambda value: f"{label} {show(value)}"}
+        def shown(value) -> str:
+            return f"{label} {show(value)}"
+        width = {"width": picker_px(max(len(shown(value)) for value in values))} if len(values) else {}
+        return {"label_visibility": "collapsed", "format_func": shown, **width}
     return {"format_func": show}
+
+
+PICKER_EM_PER_CHAR = 0.55           # a generous average width of a character (Source Sans: 0.45 em for "Layer 0")
+PICKER_CHROME_PX = 70               # a select box's padding, border and arrow (Streamlit 1.67: 68 px)
+PICKER_MOST_CHARS = 32              # a longer value (a long token) may be cut rather than push the row apart
+
+
+def picker_px(chars: int) -> int:
+    """The width (px) of a presenter's select box that shows `chars` characters whole (its type is 0.875 of the
+    presenter's text, as Streamlit sizes a widget's)."""
+    return round(min(chars, PICKER_MOST_CHARS) * PICKER_EM_PER_CHAR * 0.875 * PRESENTER_TEXT_PX) + PICKER_CHROME_PX
 
 
 def sections(slug: str) -> list:
@@ -384,13 +400,14 @@ def keep_if(key: str, valid) -> None:
 def layer_picker(view: View, where=st) -> int:
     return where.selectbox("Layer", range(view.bundle.model.cfg.n_layers), key="layer",
                            help="Which block of the model. Layer 0 reads the embeddings; later layers read "
-                                "what earlier layers wrote.", **picker_label("Layer", where))
+                                "what earlier layers wrote.",
+                           **picker_label("Layer", where, values=range(view.bundle.model.cfg.n_layers)))
 
 
 def head_picker(view: View, where=st) -> int:
     return where.selectbox("Head", range(view.bundle.model.cfg.n_heads), key="head",
                            help="Each attention head looks for its own kind of relationship between tokens.",
-                           **picker_label("Head", where))
+                           **picker_label("Head", where, values=range(view.bundle.model.cfg.n_heads)))
 
 
 def dims_picker(view: View, n: int, key: str, what: str = "dimensions", where=st) -> tuple[int, int]:
@@ -411,7 +428,7 @@ def token_picker(view: View, where=st, label: str = "Token") -> int:
     """Pick one position of the sentence; returns its index."""
     tokens = view.tokens
     return where.selectbox(label, range(len(tokens)), key="token",
-                           **picker_label(label, where, lambda i: f"{i}: {tokens[i]}"))
+                           **picker_label(label, where, lambda i: f"{i}: {tokens[i]}", range(len(tokens))))
 
 
 def _look_at(position: int, whatif_key: str) -> None:

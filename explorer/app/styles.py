@@ -45,9 +45,13 @@ SMALL_SCREEN_RULES = """
 # (tests/test_browser_presenter.py and test_browser_lessons.py measure it; the chart component draws a chart no
 # taller than the room left below it). The tab row stays one line; tables and metrics are larger for the back row
 # (a table is drawn on a canvas: zoom is the one way to enlarge its text). The sidebar starts closed
-# (streamlit_app.py); opened, it shows the sentence and the presenter switch above the list of pages.
-PRESENTER_CSS = """<style>""" + SMALL_SCREEN_RULES + """
-html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+# (streamlit_app.py); opened, it shows the sentence and the presenter switch above the list of pages. A column of the
+# pickers beside the title is never narrower than its picker (explorer/app/layout.py, `picker_label`).
+# Words in a chart beside the text are at least the text's size (the class's live tally: explorer/app/classroom.py).
+BODY_TEXT_PX = 16                 # Streamlit's body text (its theme's base size)
+PRESENTER_TEXT_PX = 22            # presenter mode's body text: every size of type there is relative to it
+PRESENTER_CSS = """<style>""" + SMALL_SCREEN_RULES + f"""
+html, body, [data-testid="stAppViewContainer"] {{ font-size: {PRESENTER_TEXT_PX}px; }}""" + """
 [data-testid="stHeader"] { height: 48px; min-height: 0; }
 [data-testid="stMainBlockContainer"] { max-width: none; padding: 50px 1.5rem 2rem 1.5rem; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
@@ -62,6 +66,9 @@ h3 { font-size: 1.4rem !important; }
 [data-testid="stSidebarContent"] { display: flex; flex-direction: column; }
 [data-testid="stSidebarHeader"] { order: -2; } [data-testid="stSidebarUserContent"] { order: -1; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.75rem; }
+.st-key-title_row [data-testid="stHorizontalBlock"] { flex-wrap: nowrap; }
+.st-key-title_row [data-testid="stColumn"] { min-width: min-content; }
+.st-key-title_row > [data-testid="stLayoutWrapper"] { min-width: min-content; }
 .st-key-class_box { padding: 0.5rem 0.75rem; }
 .st-key-class_box [data-testid="stMarkdownContainer"] p { font-size: 1.05rem; }
 .st-key-class_box [data-testid^="stBaseButton"], .st-key-class_box [data-testid="stPopoverButton"] {
@@ -69,7 +76,8 @@ h3 { font-size: 1.4rem !important; }
 </style>"""
 
 # A phone (a window 640 px wide or less, where Streamlit stacks columns and the chart component fits a chart to a
-# phone): the small first screen's rules, little empty space above a smaller title and in the class box, a page's
+# phone): the small first screen's rules, little empty space above a smaller title, between elements (as a
+# projector's) and in the class box, a page's
 # pickers side by side however narrow (explorer/app/layout.py, `picker_row`), the column of a page's main chart first
 # (`main_chart`), and every button, tab, radio choice, toggle and panel header at least 44 px high, a fingertip's size
 # (the WCAG walk on a phone, tests/test_browser_a11y.py, measures them): a help mark keeps its size with a 44 px
@@ -80,6 +88,7 @@ PHONE_CSS = f"""<style>
 @media (max-width: {NARROW}px) {{""" + SMALL_SCREEN_RULES + """
 [data-testid="stHeader"] { height: 48px; min-height: 0; }
 [data-testid="stMainBlockContainer"] { padding-top: 52px; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.75rem; }
 h1 { font-size: 1.75rem !important; padding: 0.25rem 0 !important; }
 .st-key-class_box { padding: 0.5rem; gap: 0.25rem; } .st-key-class_box [data-testid="stVerticalBlock"] { gap: 0.25rem; }
 .st-key-class_box p { font-size: 0.875rem; }

@@ -406,6 +406,12 @@ export default function ({ parentElement, data, setTriggerValue }) {
     }
     return window.Plotly.react(plot, fitted.data, fitted.layout, plot.__config).then(() => {
       plot.style.minHeight = (fitted.layout.height || 450) + "px";
+      // drawn while its tab was hidden, plotly.js took its default width (700 px), and nothing resized it once shown
+      // (a phone's chart ran past the window's edge, its labels cut): resized to its frame (its height kept)
+      const shown = plot.clientWidth, drawnWidth = (plot._fullLayout || {}).width;
+      if (!wide && shown && drawnWidth && Math.abs(drawnWidth - shown) > 16)
+        return window.Plotly.Plots.resize(plot).catch(() => {});
+    }).then(() => {
       quietToolbar(plot);
       if (!isDiagram(fitted.layout)) declutter(plot);
       plot.__send = setTriggerValue;
