@@ -299,14 +299,7 @@ def output_tokens(view: View, sae: SAE, feature: int, k: int = features.OUTPUT_T
     the final norm's scale and the unembedding (model/dictionary.py `feature_logits`); columns as
     features.output_tokens."""
     logits = model_dictionary.feature_logits(view.bundle.model, sae, check_feature(sae, feature))   # (V,)
-    vocab = view.bundle.tokenizer.vocab
-    k = min(k, logits.numel() // 2)
-    up, down = logits.topk(k), (-logits).topk(k)
-    rows = [{"pushes": "up", "rank": r + 1, "id": i, "token": vocab[i], "logit change": v}
-            for r, (v, i) in enumerate(zip(up.values.tolist(), up.indices.tolist()))]
-    rows += [{"pushes": "down", "rank": r + 1, "id": i, "token": vocab[i], "logit change": -v}
-             for r, (v, i) in enumerate(zip(down.values.tolist(), down.indices.tolist()))]
-    return pd.DataFrame(rows, columns=["pushes", "rank", "id", "token", "logit change"])
+    return features.pushed_tokens(view.bundle.tokenizer.vocab, logits, k)
 
 
 def output_figure(view: View, table: pd.DataFrame, feature: int) -> go.Figure:

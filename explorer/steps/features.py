@@ -230,8 +230,11 @@ def _name_of(text: OwnText) -> str:
 def output_tokens(view: View, layer: int, neuron: int, k: int = OUTPUT_TOKENS) -> pd.DataFrame:
     """The k tokens whose scores one unit of the neuron's activation raises most and the k it lowers most, read
     straight through the final norm's scale and the unembedding (model/neurons.py `neuron_logits`)."""
-    logits = neuron_logits(view.bundle.model, layer, neuron)                     # (V,)
-    vocab = _vocab(view)
+    return pushed_tokens(_vocab(view), neuron_logits(view.bundle.model, layer, neuron), k)
+
+
+def pushed_tokens(vocab: list[str], logits: torch.Tensor, k: int = OUTPUT_TOKENS) -> pd.DataFrame:
+    """The k tokens a direction's `logits` (V,) raise most and the k it lowers most: a neuron's or a feature's."""
     k = min(k, logits.numel() // 2)
     up, down = logits.topk(k), (-logits).topk(k)
     rows = [{"pushes": "up", "rank": r + 1, "id": i, "token": vocab[i], "logit change": v}
