@@ -25,9 +25,11 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from .layers import causal_mask, check_tokens, start_run, stack
-from .neurons import BEFORE, POSITIONS_PER_BATCH, SPAN, WINDOW, NeuronIndex, _merge
+from .neurons import SPAN, WINDOW, NeuronIndex, merge_top, plan_windows
 from .sae import CFG_FILE, SAE, WEIGHTS_FILE, load_sae, save_sae
 from .transformer import TransformerLM
 
@@ -71,6 +73,24 @@ class FeatureIndex:
         """The feature's `n` strongest contexts (model/neurons.py `Context`), strongest first."""
         return self.top.contexts(0, feature, n)
 
+    def save(self, path: str | Path) -> None:
+        """Keep the index on disk (safetensors: no pickle), its top contexts as `NeuronIndex.save` keeps them."""
+        top = self.top
+        save_file({"ids": top.ids, "values": top.values, "positions": top.positions, "spans": top.spans,
+                   "prefix": torch.tensor(top.prefix, dtype=torch.long), "fired": self.fired, "counts": self.counts},
+                  str(path), metadata={"width": str(top.width), "overlap": str(top.overlap),
+                                       "tokens": str(self.tokens), "seconds": str(self.seconds)})
+
+
+def load_feature_index(path: str | Path) -> FeatureIndex:
+    """An index kept by `FeatureIndex.save`."""
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata()
+    t = load_file(str(path))
+    top = NeuronIndex(t["ids"], int(meta["width"]), tuple(t["prefix"].tolist()), int(meta["overlap"]), t["values"],
+                      t["positions"], t["spans"])
+    return FeatureIndex(top, int(meta["tokens"]), t["fired"], t["counts"], float(meta["seconds"]))
+
 
 @torch.no_grad()
 def index_features(model: TransformerLM, sae: SAE, ids: list[int], prefix: tuple[int, ...] = (),
@@ -81,43 +101,26 @@ def index_features(model: TransformerLM, sae: SAE, ids: list[int], prefix: tuple
     model/neurons.py `index_neurons` reads them): every feature keeps its k largest activations with the activations
     around each, counts the tokens it fires on, and bins its activations. `progress(windows done, windows)`."""
     began = time.perf_counter()
-    width = min(model.cfg.max_len, WINDOW) if width is None else width
-    step = width - len(prefix)
-    if step < 2:
-        raise ValueError(f"a window of {width} tokens has too little room for text after its {len(prefix)} prefix "
-                         "tokens")
-    text = torch.as_tensor(ids, dtype=torch.long)                                     # (n,)
-    if text.numel() == 0:
-        raise ValueError("the text is empty: there is nothing to read the features over")
-    overlap = min(BEFORE, step // 2)
+    text, windows = plan_windows(ids, min(model.cfg.max_len, WINDOW) if width is None else width, prefix,
+                                 "features")
     F, bins = sae.cfg.d_sae, len(HISTOGRAM_EDGES) - 1
-    # 1) the windows, in batches of about POSITIONS_PER_BATCH positions; a shorter last window on its own
-    starts = list(range(0, max(text.numel() - overlap, 1), step - overlap))
-    full = [s for s in starts if s + step <= text.numel()]
-    per_batch = max(1, POSITIONS_PER_BATCH // width)
-    batches = [full[i:i + per_batch] for i in range(0, len(full), per_batch)] + [[s] for s in starts[len(full):]]
-    # 2) read each batch; merge its top activations into every feature's running top k; count and bin the firing
+    # read each batch of windows; merge its top activations into every feature's running top k; count and bin
     top = (torch.zeros(F, 0), torch.zeros(F, 0, dtype=torch.long), torch.zeros(F, 0, SPAN))
     fired, counts, recorded_tokens = torch.zeros(F, dtype=torch.long), torch.zeros(F * bins, dtype=torch.long), 0
-    before, done = torch.tensor(prefix, dtype=torch.long), 0
-    for batch in batches:
-        chunk = torch.stack([text[s:s + step] for s in batch])                        # (B, t)
-        tokens = torch.cat([before.expand(len(batch), -1), chunk], dim=1)              # (B, P + t)
+    for tokens, first, recorded, done in windows.read(text):                # (B, P + t), (B,), (B, t), windows read
         features = sae_features(model, sae, tokens)[:, len(prefix):].float()           # (B, t, F)
-        first = torch.tensor(batch)                                                    # (B,)
-        recorded = torch.arange(chunk.shape[1])[None] >= torch.where(first > 0, overlap, 0)[:, None]   # (B, t)
-        top = _merge(*top, features, recorded, first, k)
+        top = merge_top(*top, features, recorded, first, k)
         kept = features[recorded]                                                      # (N, F)
         recorded_tokens += len(kept)
         fired += (kept > 0).sum(0)
         row, feature = (kept > 0).nonzero(as_tuple=True)                               # (nz,) each
         where = torch.bucketize(kept[row, feature], HISTOGRAM_EDGES[1:-1])             # (nz,) bin of each
         counts.index_add_(0, feature * bins + where, torch.ones_like(where))
-        done += len(batch)
         if progress is not None:
-            progress(done, len(starts))
+            progress(done, windows.count)
     values, positions, spans = (part[None] for part in top)                            # (1, F, k), ...
-    index = NeuronIndex(text, width, tuple(prefix), overlap, values, positions, spans.clamp(-6e4, 6e4).half())
+    index = NeuronIndex(text, windows.width, windows.prefix, windows.overlap, values, positions,
+                        spans.clamp(-6e4, 6e4).half())
     return FeatureIndex(index, recorded_tokens, fired, counts.view(F, bins), time.perf_counter() - began)
 
 

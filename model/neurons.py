@@ -24,7 +24,7 @@ shows what the model read in one window, shaded by the activations of that one r
 """
 import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -198,6 +198,57 @@ def load_index(path: str | Path) -> NeuronIndex:
                        t["positions"], t["spans"], float(meta["seconds"]))
 
 
+@dataclass(frozen=True)
+class Windows:
+    """The windows one pass over a text reads (model/dictionary.py's pass reads the same): each is `prefix`, then
+    `step` text tokens from a start; each after the first rereads `overlap` tokens of the one before without
+    recording them, so every recorded token has that much text before it."""
+    width: int                         # tokens per window, the prefix included
+    prefix: tuple[int, ...]            # ids read before each window's text, never recorded
+    overlap: int
+    batches: tuple[tuple[int, ...], ...]   # the windows' starts (text positions), in batches read together
+
+    @property
+    def step(self) -> int:
+        return self.width - len(self.prefix)
+
+    @property
+    def count(self) -> int:
+        return sum(map(len, self.batches))
+
+    def read(self, text: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+        """Each batch of `text` (n,): its tokens (B, P + t), the text position each window starts at (B,), which of
+        its text tokens are recorded (B, t), and how many windows are read by its end."""
+        before, done = torch.tensor(self.prefix, dtype=torch.long), 0
+        for batch in self.batches:
+            chunk = torch.stack([text[s:s + self.step] for s in batch])                     # (B, t)
+            tokens = torch.cat([before.expand(len(batch), -1), chunk], dim=1)                 # (B, P + t)
+            first = torch.tensor(batch)                                                       # (B,)
+            recorded = torch.arange(chunk.shape[1])[None] >= torch.where(first > 0, self.overlap, 0)[:, None]  # (B, t)
+            done += len(batch)
+            yield tokens, first, recorded, done
+
+
+def plan_windows(ids, width: int, prefix: tuple[int, ...], what: str) -> tuple[torch.Tensor, Windows]:
+    """The text (n,) and the windows of `width` tokens one pass reads it in, in batches of about
+    POSITIONS_PER_BATCH positions, a shorter last window on its own; `what` the pass reads (for the messages)."""
+    step = width - len(prefix)                                       # text tokens per window
+    if step < 2:
+        raise ValueError(f"a window of {width} tokens has too little room for text after its {len(prefix)} prefix "
+                         "tokens")
+    text = torch.as_tensor(ids, dtype=torch.long)                    # (n,)
+    if text.numel() == 0:
+        raise ValueError(f"the text is empty: there is nothing to read the {what} over")
+    overlap = min(BEFORE, step // 2)
+    starts = list(range(0, max(text.numel() - overlap, 1), step - overlap))
+    full = [s for s in starts if s + step <= text.numel()]
+    per_batch = max(1, POSITIONS_PER_BATCH // width)
+    batches = [tuple(full[i:i + per_batch]) for i in range(0, len(full), per_batch)] + \
+        [(s,) for s in starts[len(full):]]
+    return text, Windows(width, tuple(prefix), overlap, tuple(batches))
+
+
+
 @torch.no_grad()
 def index_neurons(model: TransformerLM, ids: list[int], prefix: tuple[int, ...] = (), width: int | None = None,
                   k: int = KEPT, progress: Callable[[int, int], None] | None = None) -> NeuronIndex:
@@ -208,42 +259,21 @@ def index_neurons(model: TransformerLM, ids: list[int], prefix: tuple[int, ...] 
     after each batch of windows."""
     began = time.perf_counter()
     cfg = model.cfg
-    width = min(cfg.max_len, WINDOW) if width is None else width
-    step = width - len(prefix)                                       # text tokens per window
-    if step < 2:
-        raise ValueError(f"a window of {width} tokens has too little room for text after its {len(prefix)} prefix "
-                         "tokens")
-    text = torch.as_tensor(ids, dtype=torch.long)                    # (n,)
-    if text.numel() == 0:
-        raise ValueError("the text is empty: there is nothing to read the neurons over")
-    overlap = min(BEFORE, step // 2)
+    text, windows = plan_windows(ids, min(cfg.max_len, WINDOW) if width is None else width, prefix, "neurons")
     L, F = cfg.n_layers, cfg.d_ff
-    # 1) the windows (text [start, start + step)), in batches of about POSITIONS_PER_BATCH positions; a shorter
-    #    last window on its own
-    starts = list(range(0, max(text.numel() - overlap, 1), step - overlap))
-    full = [s for s in starts if s + step <= text.numel()]
-    per_batch = max(1, POSITIONS_PER_BATCH // width)
-    batches = [full[i:i + per_batch] for i in range(0, len(full), per_batch)] + [[s] for s in starts[len(full):]]
     # 2) read each batch, and merge its top activations into every neuron's running top k
     tops = [(torch.zeros(F, 0), torch.zeros(F, 0, dtype=torch.long), torch.zeros(F, 0, SPAN)) for _ in range(L)]
-    before = torch.tensor(prefix, dtype=torch.long)
-    done = 0
-    for batch in batches:
-        chunk = torch.stack([text[s:s + step] for s in batch])                              # (B, t)
-        tokens = torch.cat([before.expand(len(batch), -1), chunk], dim=1)                    # (B, P + t)
+    for tokens, first, recorded, done in windows.read(text):                 # (B, P + t), (B,), (B, t), windows read
         acts = mlp_activations(model, tokens, range(L))                                      # layer -> (B, P + t, F)
-        first = torch.tensor(batch)                                                          # (B,)
-        recorded = torch.arange(chunk.shape[1])[None] >= torch.where(first > 0, overlap, 0)[:, None]   # (B, t)
-        tops = [_merge(*tops[i], acts[i][:, len(prefix):].float(), recorded, first, k) for i in range(L)]
-        done += len(batch)
+        tops = [merge_top(*tops[i], acts[i][:, len(prefix):].float(), recorded, first, k) for i in range(L)]
         if progress is not None:
-            progress(done, len(starts))
+            progress(done, windows.count)
     values, positions, spans = (torch.stack(part) for part in zip(*tops))                   # (L, F, k), ...
-    return NeuronIndex(text, width, tuple(prefix), overlap, values, positions, spans.clamp(-6e4, 6e4).half(),
-                       time.perf_counter() - began)
+    return NeuronIndex(text, windows.width, tuple(prefix), windows.overlap, values, positions,
+                       spans.clamp(-6e4, 6e4).half(), time.perf_counter() - began)
 
 
-def _merge(values: torch.Tensor, positions: torch.Tensor, spans: torch.Tensor, post: torch.Tensor,
+def merge_top(values: torch.Tensor, positions: torch.Tensor, spans: torch.Tensor, post: torch.Tensor,
            recorded: torch.Tensor, first: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One layer's running top k of every neuron, (F, k') values, positions and (F, k', SPAN) spans, merged with a
     batch's activations `post` (B, t, F) of windows starting at text positions `first` (B,), at the places

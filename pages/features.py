@@ -7,7 +7,7 @@ from explorer.app.lab import user_text
 from explorer.app.layout import (beside_the_chart, chart, explanation, keep_if, layer_picker, page_header, picker_row,
                                  require_trace, say, sections, step_nav)
 from explorer.app.models import is_encoder_decoder
-from explorer.app.neurons import index_file
+from explorer.app.neurons import feature_index_file, index_file
 from explorer.app.state import view
 from explorer.steps import dictionary, features, superposition
 from model.steering import MAX_STRENGTH, check_strength
@@ -108,7 +108,8 @@ if dictionary_tab.open:
                 bar = st.progress(0.0, text=f"Reading {text.name} once on this server, to find each feature's "
                                             "strongest contexts ...")
                 index = dictionary.feature_index(v, chosen, text, progress=lambda done, total: bar.progress(
-                    done / max(total, 1), text=f"Reading {text.name}: window {done:,} of {total:,}"))
+                    done / max(total, 1), text=f"Reading {text.name}: window {done:,} of {total:,}"),
+                    kept=feature_index_file(v, chosen, text))
                 bar.empty()
                 contexts = dictionary.contexts_table(v, index, feature)
                 if len(contexts):

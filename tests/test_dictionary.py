@@ -255,6 +255,43 @@ def test_gpt2_offline_the_download_says_why_the_other_layers_and_tabs_keep_worki
     assert "lab_sae_start" not in [b.key for b in at.button] and at.file_uploader(key="lab_sae_upload")
 
 
+def test_gpt2s_feature_index_is_read_once_and_kept_on_disk_a_sessions_dictionary_is_not(gpt2_cache, tmp_path,
+                                                                                        monkeypatch, fresh_cache):
+    from explorer.app import models
+    from model import dictionary as model_dictionary
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", gpt2_cache)
+    monkeypatch.setattr("explorer.app.neurons.FEATURE_DIR", tmp_path)
+    at = tab(open_page("features", model="gpt2", text="Paris is the capital of France", layer="5"), "dictionary")
+    contexts = figure_titled(at, "fires most in Pride and Prejudice")
+    [file] = tmp_path.iterdir()
+    kept = model_dictionary.load_feature_index(file)
+    assert file.name.startswith("gpt2-") and kept.fired.shape == (32,) and kept.tokens == neurons.MAX_TOKENS
+    import streamlit as st
+    st.cache_resource.clear()                                          # a restarted server: the file, no pass
+    monkeypatch.setattr(model_dictionary, "index_features", lambda *a, **k: pytest.fail("the text was read again"))
+    again = tab(open_page("features", model="gpt2", text="Paris is the capital of France", layer="5"), "dictionary")
+    assert not again.exception
+    assert figure_titled(again, "fires most in Pride and Prejudice")["data"] == contexts["data"]
+    assert torch.equal(kept.counts, model_dictionary.load_feature_index(file).counts)
+
+
+def test_a_kept_feature_index_round_trips_and_a_broken_one_is_read_again(tmp_path):
+    from explorer import questions
+    from model import dictionary as model_dictionary
+    view = questions.reading("tinytales", load_bundled("tinytales"), "the cat sat", 64)
+    chosen = trained()
+    text = features.own_text(view)
+    first = dictionary.feature_index(view, chosen, text, kept=tmp_path / "tiny.safetensors")
+    back = model_dictionary.load_feature_index(tmp_path / "tiny.safetensors")
+    assert back.tokens == first.tokens and torch.equal(back.fired, first.fired)
+    assert torch.equal(back.counts, first.counts) and back.contexts(3) == first.contexts(3) != []
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a safetensors file")
+    again = dictionary.feature_index(view, chosen, text, kept=broken)
+    assert torch.equal(again.fired, first.fired) and model_dictionary.load_feature_index(broken).tokens == first.tokens
+
+
 # --- the lab ------------------------------------------------------------------------------------------------------
 
 def lab_panel(model: str = "tinytales"):

@@ -96,7 +96,8 @@ def pretrained(view: View, layer: int, where) -> Dictionary | None:
         return None
     return Dictionary(model_key(spec.label, sae), f"GPT-2 small's dictionary after block {layer}", sae,
                       f"{spec.about.split(';')[0]}; it reads {place_words(sae)}, centred (SAELens' layer "
-                      f"{file_layer}), pinned at revision {spec.revision[:7]}")
+                      f"{file_layer}), pinned at revision {spec.revision[:7]}",
+                      f"{spec.repo_id}@{spec.revision}:{','.join(spec.files)}")
 
 
 # --- the session's dictionaries ------------------------------------------------------------------------------------

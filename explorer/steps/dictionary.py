@@ -18,6 +18,7 @@ number only: the card shows what it fires on and what it writes, never a descrip
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,8 @@ class Dictionary:
     name: str
     sae: SAE = field(compare=False, repr=False)
     source: str = ""
+    pinned: str = ""             # a dictionary from the hub: its repository, revision and files (what the app's
+                                 # kept files are named by); "" for one of this session's
 
 
 def place_layer(sae: SAE) -> int | None:
@@ -166,15 +169,21 @@ def sentence_words(view: View, sae: SAE) -> str:
 # Over the model's own text: the one pass
 # --------------------------------------------------------------------------------------------------
 
-def feature_index(view: View, chosen: Dictionary, text: OwnText, progress=None) -> FeatureIndex:
+def feature_index(view: View, chosen: Dictionary, text: OwnText, progress=None,
+                  kept: Path | None = None) -> FeatureIndex:
     """Every feature's strongest activations, how often it fires and how strongly, over `text`, from one pass (once
-    per model, dictionary and text in the app; `progress(windows done, windows)` while it runs)."""
+    per model, dictionary and text in the app; `progress(windows done, windows)` while it runs). GPT-2's pass takes
+    over a minute on one core, so the app keeps a pinned dictionary's in file `kept` (as the neurons' pass)."""
     bundle, sae = view.bundle, chosen.sae
 
-    def pass_over_text(model, text_name: str, dictionary_key: str, progress=None) -> FeatureIndex:
-        return model_dictionary.index_features(model, sae, neurons.text_ids(bundle, text),
-                                               neurons.window_prefix(bundle), progress=progress)
-    return memo.per_input(pass_over_text, view, text.name, chosen.key, progress=progress)
+    def pass_over_text(model, text_name: str, dictionary_key: str, kept: Path | None,
+                       progress=None) -> FeatureIndex:
+        return features.kept_on_disk(kept, model_dictionary.load_feature_index,
+                                     lambda index: index.fired.shape == (sae.cfg.d_sae,),
+                                     lambda: model_dictionary.index_features(model, sae, neurons.text_ids(bundle, text),
+                                                                             neurons.window_prefix(bundle),
+                                                                             progress=progress))
+    return memo.per_input(pass_over_text, view, text.name, chosen.key, kept, progress=progress)
 
 
 def contexts_table(view: View, index: FeatureIndex, feature: int, n: int | None = None) -> pd.DataFrame:

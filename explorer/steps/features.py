@@ -110,24 +110,33 @@ def neuron_index(view: View, text: OwnText, progress=None, kept: Path | None = N
     bundle = view.bundle
 
     def pass_over_text(model, text_name: str, kept: Path | None, progress=None) -> NeuronIndex:
-        if kept is not None and kept.exists():
-            try:
-                index = neurons.load_index(kept)
-                if tuple(index.values.shape[:2]) == (model.cfg.n_layers, model.cfg.d_ff):
-                    return index
-            except Exception:                                    # a broken or partly written file: read the text
-                pass
-            kept.unlink(missing_ok=True)                         # (or another model's of that name: read again)
-        index = neurons.index_neurons(model, neurons.text_ids(bundle, text), neurons.window_prefix(bundle),
-                                      progress=progress)
-        if kept is not None:
-            try:
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                index.save(kept)
-            except OSError:                                      # a read-only disk: kept in memory only
-                pass
-        return index
+        return kept_on_disk(kept, neurons.load_index,
+                            lambda index: tuple(index.values.shape[:2]) == (model.cfg.n_layers, model.cfg.d_ff),
+                            lambda: neurons.index_neurons(model, neurons.text_ids(bundle, text),
+                                                          neurons.window_prefix(bundle), progress=progress))
     return memo.per_input(pass_over_text, view, text.name, kept, progress=progress)
+
+
+def kept_on_disk(kept: Path | None, load, fits, make):
+    """What `make()` computes, kept in file `kept` (None: not kept): read back with `load(kept)` when the file is
+    there and `fits` (else a broken, partly written or another model's file is made again and replaced); a
+    read-only disk keeps it in memory only."""
+    if kept is not None and kept.exists():
+        try:
+            value = load(kept)
+            if fits(value):
+                return value
+        except Exception:                                    # a broken or partly written file: make it again
+            pass
+        kept.unlink(missing_ok=True)
+    value = make()
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            value.save(kept)
+        except OSError:                                      # a read-only disk: kept in memory only
+            pass
+    return value
 
 
 # --------------------------------------------------------------------------------------------------
