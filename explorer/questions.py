@@ -94,11 +94,13 @@ class Asked:
 @dataclass(frozen=True)
 class Place:
     """Where on the view a question looks: the step's layer, head and selected token, fitted to the model, and the
-    page's own fields the step sets (by name: the features page's steering)."""
+    page's own fields the step sets (by name: the features page's steering), and the dictionary feature they name
+    when it steers by one (the app finds it: explorer/app/sae.py `pinned_feature`)."""
     layer: int
     head: int
     token: int
     fields: tuple[tuple[str, object], ...] = ()
+    feature: features.FeatureDirection | None = None
 
 
 def reading(name: str, bundle: Bundle, text: str, limit: int) -> View:
@@ -371,10 +373,11 @@ def reads_source(question: Question, view: View, where: Place) -> Asked:
 
 def steered_word(question: Question, view: View, where: Place) -> Asked:
     """Which token the model writes after the sentence when the features page's steering (its fields at the step:
-    a neuron's direction or two sentences' difference, at a strength, after the step's layer) is added to the
+    a neuron's direction, two sentences' difference or a pinned dictionary's feature, at a strength, after the
+    step's layer) is added to the
     stream: the steered model's OPTIONS likeliest, alphabetically, its top one the answer."""
     _decoder_only(view, "steered-word")
-    result = features.steered(view, view.trace, where.layer, where.fields)
+    result = features.steered(view, view.trace, where.layer, where.fields, where.feature)
     if result.problem:
         raise Unanswerable(result.problem)
     after, before = result.shift.after.double(), result.shift.before.double()                 # (V,) each

@@ -108,10 +108,10 @@ FEATURES = Page("features", "Features", "pages/features.py", ":material/neurolog
                 tabs=(("neurons", "Neurons"), ("dictionary", "Dictionary features"), ("steering", "Steering"),
                       ("superposition", "Superposition")),
                 fields=(("neuron", "features_neuron"), ("feature", "features_feature"),
-                        ("steer-by", "features_steer_by"), ("strength", "features_strength"),
+                        ("dictionary", "features_dictionary"), ("steer-by", "features_steer_by"), ("strength", "features_strength"),
                         ("sentence-a", "features_sentence_a"), ("sentence-b", "features_sentence_b"),
                         ("sparsity", "features_sparsity")),
-                linked=("neuron", "feature", "steer-by", "strength", "sentence-a", "sentence-b", "sparsity"))
+                linked=("neuron", "feature", "dictionary", "steer-by", "strength", "sentence-a", "sentence-b", "sparsity"))
 ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
                        "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
                        "cross-attention.",

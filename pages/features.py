@@ -127,6 +127,14 @@ if dictionary_tab.open:
                           on_click=app_sae.steer_with,
                           args=(v.key, dictionary.steering_direction(v, chosen, feature), layer),
                           help="Opens the Steering tab, steering by this feature's decoder row after this layer.")
+                st.button("Ask the class what it writes, steered", key="sae_ask", icon=":material/quiz:",
+                          on_click=app_sae.ask_about_feature, args=(layer, feature), disabled=not chosen.pinned,
+                          help="Adds a question to your lesson: steered with this feature at strength "
+                               f"{features.DEFAULT_STRENGTH['feature']:g} after this layer, which word does the model "
+                               "write next? " + ("Every student's screen reads this pinned dictionary." if chosen.pinned
+                                                 else "Only GPT-2 small's pinned dictionary can be asked about: a "
+                                                      "dictionary this session trained or uploaded is not on the "
+                                                      "students' screens."))
 
 if steering_tab.open:
     with steering_tab:
@@ -157,8 +165,12 @@ if steering_tab.open:
                                                 step=1.0, help="How many times the direction is added to the stream "
                                                                "after the layer, at every position. Negative: "
                                                                "subtracted.")
+        if by == "feature":                        # the feature a step or link names, as the card chose it
+            fields |= {name: st.session_state[key] for name, key in (("feature", "features_feature"),
+                                                                     ("dictionary", "features_dictionary"))
+                       if st.session_state.get(key) is not None}
         result = memo.per_view(features.steered, v, layer, tuple(sorted(fields.items())),
-                               app_sae.steering_feature(v) if by == "feature" else None)
+                               app_sae.steering_feature(v, layer, fields) if by == "feature" else None)
         if result.problem:
             knobs.info(result.problem, icon=":material/info:")
         else:

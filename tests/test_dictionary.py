@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 
 from conftest import decode, figure_titled, open_page, page_text, plotly_figures, show_section
 from explorer.app import sae as app_sae
+from explorer.app.pinned import gpt2_dictionary
 from explorer.plot import safe, token_label
 from explorer.registry import BY_SLUG
 from explorer.steps import dictionary, features
@@ -253,6 +254,41 @@ def test_gpt2_offline_the_download_says_why_the_other_layers_and_tabs_keep_worki
     at = lab_panel("gpt2")                                        # the lab trains no dictionary of GPT-2 small
     assert not at.exception and any("The lab trains dictionaries for the tiny models" in i.value for i in at.info)
     assert "lab_sae_start" not in [b.key for b in at.button] and at.file_uploader(key="lab_sae_upload")
+
+
+def test_a_feature_cards_ask_the_class_is_answered_from_the_pinned_dictionary_on_a_students_screen(gpt2_cache,
+                                                                                                   monkeypatch):
+    from explorer.app import classroom, models
+    from explorer.lessons import Lesson
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", gpt2_cache)
+    text = "Paris is the capital of France"
+    at = tab(open_page("features", model="gpt2", text=text, layer="5"), "dictionary")
+    feature = at.number_input(key="features_feature").value
+    assert not at.button(key="sae_ask").disabled
+    at.button(key="sae_ask").click().run()
+    [step] = at.session_state[classroom.DRAFT]
+    strength = features.DEFAULT_STRENGTH["feature"]
+    assert (step.page, step.tab, step.question.kind) == ("features", "steering", "steered-word")
+    assert step.fields == {"steer-by": "feature", "feature": feature, "dictionary": "pretrained",
+                           "strength": strength} and step.view["layer"] == 5
+    # the class's answer: the steered model's top next word, recomputed here through the file's decoder row
+    view = at.session_state["view"]
+    sae = gpt2_dictionary(app_sae.gpt2_file_layer(5), str(gpt2_cache))
+    written, _ = steered_by_hand(view.bundle.model, list(view.ids), 5, strength * sae.W_dec[feature].detach(), 1)
+    from explorer.questions import label
+    asked = classroom.asked(step, "gpt2", text)
+    assert asked is not None and asked.answer == label(view.bundle.tokenizer.vocab[written[0]])
+    assert f"Steered with feature {feature} of GPT-2 small's dictionary after block 5" in asked.said
+    # a student's screen at that step (a fresh session, no "Steer with this feature" pressed): the same steering
+    student = open_page("features", model="gpt2", text=text, layer="5", **{"steer-by": "feature",
+                        "feature": str(feature), "dictionary": "pretrained", "strength": f"{strength:g}"})
+    student = tab(student, "steering")
+    assert not student.exception and features.NO_FEATURE not in page_text(student)
+    assert f"Steered with feature {feature} of GPT-2 small's dictionary after block 5" in page_text(student)
+    # a dictionary this session trained cannot be asked about: the students' screens do not have it
+    mine = with_dictionary()
+    assert mine.button(key="sae_ask").disabled and "pinned dictionary" in mine.button(key="sae_ask").help
 
 
 def test_gpt2s_feature_index_is_read_once_and_kept_on_disk_a_sessions_dictionary_is_not(gpt2_cache, tmp_path,

@@ -36,6 +36,7 @@ from explorer.veil import Veil, veil_for
 from explorer.view import escape, model_key, quote
 
 from . import cache, url
+from .pinned import pinned_feature
 from .components import front_end
 from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, on_a_phone, section_key, view_params
 from .styles import BODY_TEXT_PX, PRESENTER_TEXT_PX
@@ -389,6 +390,8 @@ def ask(step: LessonStep, name: str, text: str) -> Asked | None:
             from None
     cfg = bundle.model.cfg
     where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids), step.fields)
+    if step.fields.get("steer-by") == "feature":          # a pinned dictionary's feature, when this server has it
+        where = replace(where, feature=pinned_feature(reading, where.layer, step.fields))
     key = ("asked", model_key(name, bundle.model), reading.ids, where, question)
     found = cache.for_the_class(key, lambda: _answered(question, reading, where))
     if isinstance(found, questions.Unanswerable):

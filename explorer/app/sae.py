@@ -7,8 +7,7 @@ the key of the model it read, so the Features page lists them for that model alo
 steps per tick of the lab page's fragment.
 
 The page's layer L is the residual stream after block L (where steering adds): GPT-2's dictionary of that stream is
-SAELens' file of the stream entering block L + 1 (blocks.{L+1}.hook_resid_pre; after the last block,
-blocks.11.hook_resid_post), and the lab trains on blocks.L.resid_post.
+explorer/app/pinned.py's; the lab trains on blocks.L.resid_post.
 """
 import functools
 import re
@@ -20,11 +19,14 @@ import streamlit as st
 from model import corpora, hub
 from model.dictionary import sae_from_zip, sae_to_zip
 from model.neurons import own_text, text_ids, window_prefix
-from model.sae import GPT2_SAE_LAYERS, SAE, SAE_PRESETS, SAEPreset, SAETrainer, activations, check_fits, \
-    gpt2_sae_spec, load_gpt2_sae, their_name
+from model.sae import SAE_PRESETS, SAEPreset, SAETrainer, activations, check_fits, gpt2_sae_spec, their_name
 
-from explorer.app import models
+from explorer.app import classroom, models
+from explorer.app.pinned import PRETRAINED, PRETRAINED_KEY, gpt2_file_layer, pinned_dictionary, pinned_feature
 from explorer.app.layout import chart
+from explorer.lessons import step_from_view
+from explorer.questions import Question
+from explorer.registry import BY_SLUG
 from explorer.lab.training import _TRAINER_SLOTS, TICK_SECONDS
 from explorer.steps import dictionary
 from explorer.steps.dictionary import Dictionary, place_layer, place_words
@@ -37,25 +39,11 @@ TICK_EVERY = 0.6              # seconds between live ticks while a dictionary tr
 CHUNK = 10                    # steps between two looks at the clock
 EXPANSIONS = (4, 8, 16)       # d_sae as a multiple of d_model
 SPARSITY = {"topk": "Top-k: the k strongest fire", "l1": "L1: a penalty on every activation"}
-PRETRAINED = {"gpt2": "GPT-2 small's dictionary (SAELens' gpt2-small-res-jb, 24,576 features)"}
-PRETRAINED_KEY = "pretrained"
 UNAVAILABLE = "_sae_unavailable"      # session: {layer: why its dictionary could not be had}
 STEER = "_features_steer_feature"     # session: (model key, FeatureDirection) chosen by "Steer with this feature"
 
 
 # --- GPT-2 small's pretrained dictionary ---------------------------------------------------------------------------
-
-def gpt2_file_layer(layer: int) -> int:
-    """SAELens' layer (0-12) of the dictionary of the stream after block `layer` of GPT-2 small."""
-    return min(layer + 1, GPT2_SAE_LAYERS - 1)
-
-
-@st.cache_resource(max_entries=1, show_spinner="Loading the dictionary into memory (once per server) ...")
-def gpt2_dictionary(file_layer: int, cache_dir: str | None) -> SAE:
-    """One layer's pretrained dictionary from the hub cache (its files downloaded first: `pretrained`); one at a
-    time, shared read-only by every visitor."""
-    return load_gpt2_sae(file_layer, cache_dir)
-
 
 def pretrained(view: View, layer: int, where) -> Dictionary | None:
     """GPT-2 small's dictionary of the stream after block `layer`: loaded when its files are on this server; else a
@@ -88,16 +76,11 @@ def pretrained(view: View, layer: int, where) -> Dictionary | None:
             where.warning(problems[layer], icon=":material/cloud_off:")
             return None
     problems.pop(layer, None)
-    sae = gpt2_dictionary(file_layer, None if models.CACHE_DIR is None else str(models.CACHE_DIR))
     try:
-        check_fits(sae, view.bundle.model.cfg, view.name)
+        return pinned_dictionary(view, layer)
     except ValueError as problem:
         where.warning(f"{str(problem)[:1].upper()}{str(problem)[1:]}.", icon=":material/warning:")
         return None
-    return Dictionary(model_key(spec.label, sae), f"GPT-2 small's dictionary after block {layer}", sae,
-                      f"{spec.about.split(';')[0]}; it reads {place_words(sae)}, centred (SAELens' layer "
-                      f"{file_layer}), pinned at revision {spec.revision[:7]}",
-                      f"{spec.repo_id}@{spec.revision}:{','.join(spec.files)}")
 
 
 # --- the session's dictionaries ------------------------------------------------------------------------------------
@@ -167,6 +150,17 @@ def feature_picker(chosen: Dictionary, default, where, key: str) -> int:
                                    "at the one that fires most on your sentence's last token.")
 
 
+def ask_about_feature(layer: int, feature: int) -> None:
+    """The feature card's "Ask the class": a step on the Steering tab, steered by this feature of the pinned
+    dictionary after `layer` at the default strength, asking which word the model writes next."""
+    state = st.session_state
+    view = {key: state[key] for key in ("model", "text") if key in state} | {"layer": layer}
+    fields = {"features_steer_by": "feature", "features_feature": feature, "features_dictionary": PRETRAINED_KEY,
+              "features_strength": DEFAULT_STRENGTH["feature"]}
+    step = step_from_view("features", view, BY_SLUG["features"].tab("steering"), fields)
+    classroom.add_step(replace(step, question=Question("steered-word")))
+
+
 def steer_with(view_key: str, direction: FeatureDirection, layer: int) -> None:
     """"Steer with this feature": the Steering tab, steering by this feature after its layer."""
     state = st.session_state
@@ -175,8 +169,12 @@ def steer_with(view_key: str, direction: FeatureDirection, layer: int) -> None:
     state.setdefault("features_strength", DEFAULT_STRENGTH["feature"])
 
 
-def steering_feature(view: View) -> FeatureDirection | None:
-    """The feature "Steer with this feature" chose, if it was chosen for the view's model."""
+def steering_feature(view: View, layer: int, fields: dict) -> FeatureDirection | None:
+    """The feature the Steering tab steers with: the pinned dictionary's feature its fields name (a step's, a
+    link's, the card's), else the one "Steer with this feature" chose for the view's model."""
+    pinned = pinned_feature(view, layer, fields)
+    if pinned is not None:
+        return pinned
     chosen = st.session_state.get(STEER)
     return chosen[1] if chosen and chosen[0] == view.key else None
 
