@@ -49,7 +49,7 @@ from explorer.numbers import percent
 from explorer.plot import labels as axis_labels, safe, token_label, visible
 from explorer.pointer import Target
 from explorer.registry import BY_SLUG
-from explorer.steps import attention, embedding, encoder_decoder, features, residual, whatif, why
+from explorer.steps import attention, embedding, encoder_decoder, features, learning, residual, whatif, why
 from explorer.view import View, escape, quote
 
 OPTIONS = 4                        # the options the model offers (a phone shows four in a row or two)
@@ -95,12 +95,15 @@ class Asked:
 class Place:
     """Where on the view a question looks: the step's layer, head and selected token, fitted to the model, and the
     page's own fields the step sets (by name: the features page's steering), and the dictionary feature they name
-    when it steers by one (the app finds it: explorer/app/sae.py `pinned_feature`)."""
+    when it steers by one (the app finds it: explorer/app/pinned.py `pinned_feature`), and the model at its training
+    steps for a first-right question."""
     layer: int
     head: int
     token: int
     fields: tuple[tuple[str, object], ...] = ()
     feature: features.FeatureDirection | None = None
+    learned: learning.Learning | None = None    # the model read at each training step this server has (the app
+                                                # reads them: explorer/app/learning.py)
 
 
 def reading(name: str, bundle: Bundle, text: str, limit: int) -> View:
@@ -397,6 +400,31 @@ def steered_word(question: Question, view: View, where: Place) -> Asked:
                  values, {w: percent(p) for w, p in values.items()}, "the steered model's probability", said)
 
 
+def first_right(question: Question, view: View, where: Place) -> Asked:
+    """At which of the training steps this server has does the model first write, after the sentence, the word it
+    writes at the last of them? The options are the steps, in order."""
+    learned = where.learned
+    if learned is None or len(learned.steps) < 2:
+        raise Unanswerable("This question needs the model at two or more of its training steps on this server: pick "
+                           "Pythia and download its steps on the Watch it learn page.")
+    target, steps = learned.guesses[-1], learned.steps
+    first = learning.first_step_right(learned, target)
+    word, last = label(learned.guess_texts[-1]), label(view.tokens[-1])
+    options = tuple(learning.step_label(s) for s in steps)
+    at = steps.index(first)
+    said = (f"At step {steps[-1]:,} the model writes {quote(word)} after {quote(last)}, at "
+            f"{percent(learned.probabilities[-1])}; it first does at **step {first:,}**"
+            + (f" (at step {steps[at - 1]:,} it wrote {quote(label(learned.guess_texts[at - 1]))})." if at else
+               ", the first step at hand."))
+    bar = Target("next word", col=learning.step_label(first))      # both the desktop's and a phone's title
+    return Asked("first-right", question.prompt or f"At which training step does the model first write “{word}” "
+                 f"after “{last}”?", options, learning.step_label(first),
+                 {o: float(g == target) for o, g in zip(options, learned.guesses)},
+                 {o: f"writes {label(t)} ({percent(p)})" for o, t, p in zip(options, learned.guess_texts,
+                                                                             learned.probabilities)},
+                 "the model's next word at that step", said, bar)
+
+
 def choice(question: Question, view: View | None, where: Place | None) -> Asked:
     """The teacher's own multiple choice: the options and the right one as the lesson writes them."""
     return Asked("choice", question.prompt, question.options, question.answer)
@@ -437,6 +465,8 @@ KINDS = {kind.name: kind for kind in [
     Kind("biggest-push", ("why",), biggest_push, about="which head or MLP pushes the top guess most"),
     Kind("reads-source", ("encoder-decoder",), reads_source, ("word",), "which source word a written word reads"),
     Kind("steered-word", ("features",), steered_word, about="which word the model writes next, steered"),
+    Kind("first-right", ("learning",), first_right,
+         about="at which training step the model first writes the word it ends up writing"),
     Kind("choice", EVERY_PAGE, choice, ("options", "answer"), "the teacher's own multiple choice"),
     Kind("poll", EVERY_PAGE, poll, ("options",), "a poll without a right answer"),
 ]}
@@ -446,7 +476,8 @@ KINDS = {kind.name: kind for kind in [
 # the page shows best; a page the model answers nothing about gets a poll.
 SUGGESTED = {"home": "next-word", "tokenization": "token-count", "embedding": "nearest-word", "positions": "next-word",
              "attention": "looks-at", "feedforward": "next-word", "residual": "lens-layer", "prediction": "next-word",
-             "why": "biggest-push", "encoder-decoder": "reads-source", "features": "steered-word"}
+             "why": "biggest-push", "encoder-decoder": "reads-source", "features": "steered-word",
+             "learning": "first-right"}
 
 
 def suggested(page: str, tab: str | None = None) -> Question:

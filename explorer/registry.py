@@ -112,6 +112,9 @@ FEATURES = Page("features", "Features", "pages/features.py", ":material/neurolog
                         ("sentence-a", "features_sentence_a"), ("sentence-b", "features_sentence_b"),
                         ("sparsity", "features_sparsity")),
                 linked=("neuron", "feature", "dictionary", "steer-by", "strength", "sentence-a", "sentence-b", "sparsity"))
+LEARNING = Page("learning", "Watch it learn", "pages/learning.py", ":material/timeline:",
+                "A real model (Pythia) at steps of its training: its loss on your sentence, its next word and when "
+                "its induction heads appear.")
 ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-decoder.py", ":material/translate:",
                        "The 2017 transformer: an encoder reads the source, a decoder writes the target through "
                        "cross-attention.",
@@ -120,8 +123,8 @@ ENCODER_DECODER = Page("encoder-decoder", "Encoder-decoder", "pages/encoder-deco
                              ("what-if", "What if?")))
 CLASS = Page("class", "Class", "pages/class.py", ":material/groups:",
               "Lessons: walk one alone, or lead a class that follows on every student's screen and answers live.")
-BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LAB, CLASS]}
-NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LAB, CLASS]      # the sidebar's pages, in order
+BY_SLUG = {page.slug: page for page in [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LEARNING, LAB, CLASS]}
+NAVIGATION = [*STEPS, ENCODER_DECODER, DISCOVER, FEATURES, LEARNING, LAB, CLASS]   # the sidebar's pages, in order
 GROUPS = {STEPS[0].slug: "Walk-through", ENCODER_DECODER.slug: "Beyond the walk-through"}   # named above a page
 
 

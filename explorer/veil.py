@@ -18,6 +18,7 @@ A part is a name that a page gives to what it draws (`chart(..., part="forecast"
     cross           cross-attention: which source word is read         encoder-decoder
     steering        what the steered model writes, and how much        features
                     each next-token probability moved
+    learning        the model's next word at each training step        learning
 
 `VEILS` says which parts each kind of question hides: a next-word question hides every part that names the
 model's next word, not only the prediction page's chart.
@@ -34,6 +35,7 @@ PARTS = {
     "contributions": "What each part added",
     "cross": "The cross-attention",
     "steering": "What the steered model writes",
+    "learning": "The model's next word at each training step",
 }
 
 VEILS = {
@@ -46,6 +48,7 @@ VEILS = {
     "biggest-push": frozenset({"contributions"}),
     "reads-source": frozenset({"cross"}),
     "steered-word": frozenset({"steering"}),
+    "first-right": frozenset({"learning", "forecast", "lens", "what-if", "contributions"}),
 }
 
 

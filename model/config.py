@@ -5,8 +5,12 @@ Each switch is a teaching point a student can flip and compare:
                  "learned" (one trained vector per position, GPT-2), "rope" (rotary positions, Su et al. 2021,
                  Llama: nothing is added to the stream; each head's queries and keys are turned by an angle that
                  grows with the position, so their dot product depends on the distance between two tokens) or "none"
-  rope_theta     the base of rotary positions' frequencies: pair i of a head turns by position x theta^(-2i/K)
-                 (10,000 in the RoPE paper and Llama 2, 100,000 in SmolLM2)
+  rope_theta     the base of rotary positions' frequencies: pair i of a head turns by position x theta^(-2i/R)
+                 (10,000 in the RoPE paper, Llama 2 and Pythia, 100,000 in SmolLM2)
+  rotary_fraction
+                 pos "rope": the fraction of each head's K dimensions that turn, R = int(K x fraction) (d_rotary);
+                 the other K - R pass through unturned and compare two tokens whatever their distance. 1 in Llama,
+                 0.25 in GPT-NeoX and Pythia
   norm           "layer" (LayerNorm: centre and scale), "rms" (RMSNorm: scale only) or "none"
   norm_position  "pre" (normalise what each sublayer reads, GPT-2) or "post" (normalise the sum, 2017 paper)
   activation     "relu", "gelu" (exact, with erf) or "gelu_tanh" (GPT-2's tanh approximation) inside the
@@ -18,6 +22,10 @@ Each switch is a teaching point a student can flip and compare:
   embed_scale    multiply token embeddings by sqrt(d_model), as the 2017 paper does
   tie_embeddings the unembedding reuses the token embedding matrix (GPT-2): one matrix reads words in and out
   norm_eps       the small number a norm adds under its square root (1e-5 in PyTorch and GPT-2)
+  parallel       attention and the MLP side by side (GPT-J, GPT-NeoX, Pythia): both read the same normalised stream
+                 entering the block and both add into it at once, x + attn(norm1(x)) + mlp(norm2(x)), where a
+                 sequential block (False: GPT-2, Llama) feeds the MLP the stream attention has already added to.
+                 Pre-norm only
 """
 from dataclasses import asdict, dataclass, fields
 
@@ -34,7 +42,7 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
 # upload cap (8,192 x 1,024 floats is 32 MB).
 LIMITS = dict(vocab_size=51_200, d_model=1024, n_heads=32, n_layers=32, d_ff=4096, max_len=8192)
 # Newer than the first checkpoints: a file may lack them, and takes the defaults, which are what it was trained with.
-ADDED_FIELDS = {"tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias"}
+ADDED_FIELDS = {"tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias", "parallel", "rotary_fraction"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,8 @@ class ModelConfig:
     n_kv_heads: int | None = None   # G: key/value heads (grouped-query attention); None: G = H, one per head
     rope_theta: float = 10_000.0    # the base of the rotary frequencies (pos "rope" only)
     bias: bool = True               # linear layers with biases (GPT-2) or without (Llama)
+    parallel: bool = False          # attention and the MLP read the same input and add at once (GPT-NeoX, Pythia)
+    rotary_fraction: float = 1.0    # the fraction of each head's dimensions rotary positions turn (Pythia: 0.25)
 
     def __post_init__(self):
         for name, upper in LIMITS.items():
@@ -73,7 +83,7 @@ class ModelConfig:
                               ("norm_position", NORM_POSITIONS), ("activation", ACTIVATIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
-        for name in ("embed_scale", "tie_embeddings", "bias"):
+        for name in ("embed_scale", "tie_embeddings", "bias", "parallel"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.norm_eps, bool) or not isinstance(self.norm_eps, (int, float)) \
@@ -87,14 +97,31 @@ class ModelConfig:
         if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
                 or not 1.0 < self.rope_theta <= 1e9:
             raise ValueError(f"rope_theta must be a number above 1 (at most 1e9), got {self.rope_theta!r}")
-        if self.pos == "rope" and self.d_head % 2:
+        if self.parallel and self.norm_position != "pre":
+            raise ValueError("a parallel block needs norm_position \"pre\": attention and the MLP each normalise the "
+                             "stream they read, and nothing normalises their sum")
+        if isinstance(self.rotary_fraction, bool) or not isinstance(self.rotary_fraction, (int, float)) \
+                or not 0.0 < self.rotary_fraction <= 1.0:
+            raise ValueError(f"rotary_fraction must be a number above 0 and at most 1 (the fraction of each head's "
+                             f"dimensions that turn), got {self.rotary_fraction!r}")
+        if self.pos == "rope" and self.rotary_fraction == 1.0 and self.d_head % 2:
             raise ValueError(f"rotary positions turn pairs of dimensions, so each head needs an even number of them; "
                              f"d_model {self.d_model} / n_heads {self.n_heads} = {self.d_head}")
+        if self.pos == "rope" and (self.d_rotary % 2 or self.d_rotary < 2):
+            raise ValueError(f"rotary positions turn pairs of dimensions, so the turned part of a head needs an even "
+                             f"number of them, at least 2; int({self.d_head} dimensions per head x rotary_fraction "
+                             f"{self.rotary_fraction}) = {self.d_rotary}")
 
     @property
     def d_head(self) -> int:
         """K: dimensions per attention head."""
         return self.d_model // self.n_heads
+
+    @property
+    def d_rotary(self) -> int:
+        """R: the dimensions of each head that rotary positions turn, int(K x rotary_fraction), as GPT-NeoX counts
+        them; the first R of the head turn, the other K - R pass through."""
+        return int(self.d_head * self.rotary_fraction)
 
     @property
     def kv_heads(self) -> int:

@@ -1,8 +1,9 @@
 """The pieces every model here is built from, in dependency order: the recorder that names (and may edit)
 every intermediate, the trace it returns, the key/value cache generation carries from one token to the next,
 norm, embedding (with rotary positions' angles), attention (self- or cross-, with a mask, grouped key/value heads),
-the MLP (the feed-forward network, plain or gated), the block of residual sublayers that adds them to the stream,
-and the stack (embedding -> blocks -> final norm). Last, the checks a forward pass makes on what it is given.
+the MLP (the feed-forward network, plain or gated), the block of residual sublayers that adds them to the stream
+(one after the other, or side by side in a parallel block), and the stack (embedding -> blocks -> final norm).
+Last, the checks a forward pass makes on what it is given.
 
 The decoder-only model (model/transformer.py) is one stack; the encoder-decoder (model/seq2seq.py) is two, its
 decoder's blocks with cross-attention. So a block's values have the same names in both (blocks.i.attn.pattern,
@@ -25,7 +26,7 @@ Edit = Callable[[torch.Tensor], torch.Tensor]
 # The trace's names, in the order the forward pass produces them (one source: trace_names, run and the
 # ("pattern", layer) lookup read these). Some switches add or replace names: see embed_names and block_names.
 EMBED_NAMES = ("embed.tok", "embed.pos", "embed.out")
-ROPE_NAMES = ("embed.rope",)                                  # pos "rope": the angle of each pair, at each position
+ROPE_NAMES = ("embed.rope",)                                  # pos "rope": each turned pair's angle, at each position
 BLOCK_NAMES = ("resid_pre", "attn.in", "attn.q", "attn.k", "attn.v", "attn.scores", "attn.pattern", "attn.z",
                "attn.out", "resid_mid", "mlp.in", "mlp.pre", "mlp.post", "mlp.out", "resid_post")
 UNROTATED_NAMES = ("attn.q_unrotated", "attn.k_unrotated")    # pos "rope": before the turn (attn.q, attn.k after it)
@@ -181,28 +182,31 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     return table
 
 
-def rope_frequencies(d_head: int, theta: float) -> torch.Tensor:
-    """Rotary positions' frequencies (K/2,): pair i of a head turns by theta^(-2i/K) radians per position, from 1
-    (pair 0, the fastest) down to nearly theta^-1 (the slowest). Computed as transformers' Llama does, in float32."""
-    return 1.0 / (theta ** (torch.arange(0, d_head, 2, dtype=torch.float) / d_head))
+def rope_frequencies(dims: int, theta: float) -> torch.Tensor:
+    """Rotary positions' frequencies (R/2,) for the R = `dims` dimensions of a head that turn (R = K unless
+    rotary_fraction < 1): pair i turns by theta^(-2i/R) radians per position, from 1 (pair 0, the fastest) down to
+    nearly theta^-1 (the slowest). Computed as transformers' Llama and GPT-NeoX do, in float32."""
+    return 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.float) / dims))
 
 
-def rope_angles(positions: torch.Tensor, d_head: int, theta: float) -> torch.Tensor:
-    """The angle (radians) by which each pair of a head's dimensions turns at each of `positions` (T,): (T, K/2),
-    position x frequency, so it grows with the position, one frequency per pair."""
-    return positions.float()[:, None] * rope_frequencies(d_head, theta)[None]          # (T, K/2)
+def rope_angles(positions: torch.Tensor, dims: int, theta: float) -> torch.Tensor:
+    """The angle (radians) by which each pair of a head's R = `dims` turned dimensions turns at each of `positions`
+    (T,): (T, R/2), position x frequency, so it grows with the position, one frequency per pair."""
+    return positions.float()[:, None] * rope_frequencies(dims, theta)[None]            # (T, R/2)
 
 
 def rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Queries or keys (B, heads, T, K) turned by `angles` (B, T, K/2): dimensions i and i + K/2 form pair i (the
-    "rotate-half" layout of Llama's checkpoints in transformers), turned as a point in the plane:
-    (a, b) -> (a cos - b sin, b cos + a sin). A dot product of a query turned for position m with a key turned
-    for position n depends on m - n only."""
-    half = x.shape[-1] // 2
-    cos = torch.cat([angles.cos(), angles.cos()], dim=-1)[:, None]                     # (B, 1, T, K)
-    sin = torch.cat([angles.sin(), angles.sin()], dim=-1)[:, None]                     # (B, 1, T, K)
-    turned_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)                   # (B, heads, T, K)
-    return x * cos + turned_half * sin
+    """Queries or keys (B, heads, T, K) turned by `angles` (B, T, R/2): the first R dimensions of each head turn,
+    dimensions i and i + R/2 forming pair i (the "rotate-half" layout of Llama's and GPT-NeoX's checkpoints in
+    transformers), each pair turned as a point in the plane: (a, b) -> (a cos - b sin, b cos + a sin). The other
+    K - R dimensions (none when R = K; three quarters of a Pythia head) pass through unchanged. A dot product of a
+    query turned for position m with a key turned for position n depends on m - n only."""
+    R = 2 * angles.shape[-1]
+    turning, passing = x[..., :R], x[..., R:]                                          # (B, heads, T, R), (.., K - R)
+    cos = torch.cat([angles.cos(), angles.cos()], dim=-1)[:, None]                     # (B, 1, T, R)
+    sin = torch.cat([angles.sin(), angles.sin()], dim=-1)[:, None]                     # (B, 1, T, R)
+    turned_half = torch.cat([-turning[..., R // 2:], turning[..., :R // 2]], dim=-1)   # (B, heads, T, R)
+    return torch.cat([turning * cos + turned_half * sin, passing], dim=-1)             # (B, heads, T, K)
 
 
 class Embedding(nn.Module):
@@ -237,13 +241,13 @@ class Embedding(nn.Module):
         return F.dropout(out, self.cfg.dropout, rec.train)
 
     def angles(self, B: int, T: int, rec: Recorder, device=None) -> torch.Tensor | None:
-        """Rotary positions: the angle (B, T, K/2) each pair of a head's query and key dimensions turns by at each
-        of T positions from rec.start (None for the other kinds of position)."""
+        """Rotary positions: the angle (B, T, R/2) each pair of a head's turned query and key dimensions turns by at
+        each of T positions from rec.start (None for the other kinds of position); R = K unless rotary_fraction < 1."""
         if self.cfg.pos != "rope":
             return None
         positions = torch.arange(rec.start, rec.start + T, device=device)               # (T,)
-        angles = rope_angles(positions, self.cfg.d_head, self.cfg.rope_theta)            # (T, K/2)
-        return rec("embed.rope", angles.repeat(B, 1, 1))                                 # (B, T, K/2), a copy
+        angles = rope_angles(positions, self.cfg.d_rotary, self.cfg.rope_theta)          # (T, R/2)
+        return rec("embed.rope", angles.repeat(B, 1, 1))                                 # (B, T, R/2), a copy
 
 
 def per_query_head(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -259,7 +263,8 @@ class Attention(nn.Module):
     Self-attention reads keys and values from the same sequence; cross-attention (the encoder-decoder's)
     reads them from a `source` sequence. `mask` [T, S] or [B, 1, T, S] is True where a query may look.
     With grouped-query attention there are fewer key/value heads (G) than query heads (H): each key/value head
-    serves H / G query heads. With rotary positions, self-attention turns queries and keys by `angles`.
+    serves H / G query heads. With rotary positions, self-attention turns queries and keys by `angles` (all of
+    each head's dimensions, or the first R of them: rotary_fraction).
     """
 
     def __init__(self, cfg: ModelConfig, name: str):
@@ -281,7 +286,7 @@ class Attention(nn.Module):
         #    G key/value heads
         q = self.W_q(x).view(B, T, H, K).transpose(1, 2)                    # (B, H, T, K)
         k = self.W_k(src).view(B, S, G, K).transpose(1, 2)                  # (B, G, S, K)
-        if angles is not None:      # rotary positions: turn each pair of dimensions by its angle at its position
+        if angles is not None:      # rotary positions: turn each pair of (turned) dimensions by its position's angle
             q = rotate(rec(f"{n}.q_unrotated", q), angles)                  # (B, H, T, K)
             k = rotate(rec(f"{n}.k_unrotated", k), angles)                  # (B, G, S, K)
         q = rec(f"{n}.q", q)                                                # (B, H, T, K)
@@ -349,10 +354,18 @@ class Block(nn.Module):
 
     A decoder-only block and an encoder block have no cross-attention; `cross=True` makes an encoder-decoder's
     decoder block. The attribute names are the checkpoints' state_dict names (norm1, norm_cross, norm2, ...).
+
+    A parallel block (cfg.parallel: GPT-J, GPT-NeoX, Pythia) runs attention and the MLP side by side: both read the
+    stream entering the block, each through its own norm, and both add into it, so
+    resid_post = resid_pre + attn.out + mlp.out. Its trace has the sequential block's names: resid_mid is
+    resid_pre + attn.out (the stream with attention's share added, which the lens and patching read as in any
+    block), and mlp.in is norm2(resid_pre), not norm2(resid_mid).
     """
 
     def __init__(self, cfg: ModelConfig, index: int, cross: bool = False):
         super().__init__()
+        if cross and cfg.parallel:
+            raise ValueError("a parallel block has no cross-attention: an encoder-decoder's decoder is sequential")
         self.cfg, self.name = cfg, f"blocks.{index}"
         self.norm1 = make_norm(cfg)
         if cross:
@@ -375,13 +388,17 @@ class Block(nn.Module):
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 angles: torch.Tensor | None = None) -> torch.Tensor:
         """The stream (B, T, D) through the block; `memory` (B, S, D) is what cross-attention reads; `angles`
-        (B, T, K/2) turn self-attention's queries and keys (rotary positions)."""
-        x = rec(f"{self.name}.resid_pre", x)                                            # (B, T, D)
-        x = self.sublayer(x, self.norm1, lambda h: self.attn(h, rec, mask, angles=angles), rec, "attn.in",
-                          "resid_mid")
+        (B, T, R/2) turn self-attention's queries and keys (rotary positions)."""
+        resid_pre = rec(f"{self.name}.resid_pre", x)                                    # (B, T, D)
+        x = self.sublayer(resid_pre, self.norm1, lambda h: self.attn(h, rec, mask, angles=angles), rec, "attn.in",
+                          "resid_mid")                                                  # (B, T, D)
         if self.cross_attn is not None:
             x = self.sublayer(x, self.norm_cross, lambda h: self.cross_attn(h, rec, memory_mask, source=memory),
                               rec, "cross_attn.in", "resid_cross")
+        if self.cfg.parallel:   # the MLP reads the stream entering the block, and adds to the one attention added to
+            read = rec(f"{self.name}.mlp.in", self.norm2(resid_pre))                    # (B, T, D)
+            out = F.dropout(self.mlp(read, rec), self.cfg.dropout, rec.train)           # (B, T, D)
+            return rec(f"{self.name}.resid_post", x + out)                              # (B, T, D)
         return self.sublayer(x, self.norm2, lambda h: self.mlp(h, rec), rec, "mlp.in", "resid_post")
 
 
@@ -391,7 +408,7 @@ def stack(embed: Embedding, blocks: nn.ModuleList, final_norm: nn.Module, tokens
     encoder-decoder. `block_inputs` go to every block (its mask; a decoder's memory and memory mask), and so do
     rotary positions' angles."""
     x = embed(tokens, rec)                                              # (B, T, D)
-    angles = embed.angles(*tokens.shape, rec, tokens.device)            # (B, T, K/2), or None
+    angles = embed.angles(*tokens.shape, rec, tokens.device)            # (B, T, R/2), or None
     for block in blocks:
         x = block(x, rec, angles=angles, **block_inputs)                # (B, T, D)
     return rec("final.norm", final_norm(x))                             # (B, T, D)

@@ -5,7 +5,8 @@ Three ways to cut text into tokens, behind one small interface:
   char  one token per character; unseen characters become <unk>
   bpe   byte-level Byte Pair Encoding (GPT-2 style): start from the bytes of the text and
         merge the most frequent neighbouring pair, again and again. Every byte is in the
-        vocabulary, so nothing is ever unknown and any text comes back exactly.
+        vocabulary, so nothing is ever unknown and any text comes back exactly (after Unicode
+        NFC, for a tokenizer that normalises first, as Pythia's).
 
 Every tokenizer has:
   encode(text) -> ids      decode(ids) -> text      pieces(text) -> one Piece per id
@@ -15,6 +16,7 @@ import codecs
 import json
 import operator
 import re
+import unicodedata
 from typing import Iterable, NamedTuple
 
 from tokenizers import Tokenizer as HFTokenizer
@@ -209,7 +211,9 @@ class BPETokenizer(Tokenizer):
 
     vocab and pieces show each token's surface text (" the", or "<0xF0>" for part of a
     character); merges and replay use the library's byte alphabet ("Ġthe"), and
-    token_text turns one into the other.
+    token_text turns one into the other. A loaded tokenizer may first normalise text to
+    Unicode NFC and may have added tokens after its merges' vocabulary (Pythia's runs of
+    2 to 24 spaces), found in the text before the merges run; they show as their own text.
     """
     kind = "bpe"
 
@@ -220,7 +224,9 @@ class BPETokenizer(Tokenizer):
         if [ids[t] for t in self._tokens] != list(range(len(ids))):
             raise ValueError("the BPE vocabulary ids must run 0, 1, 2, ... without gaps")
         self._vocab = [self.token_text(t) for t in self._tokens]
-        model = json.loads(hf.to_str())["model"]
+        spec = json.loads(hf.to_str())
+        self.nfc = (spec.get("normalizer") or {}).get("type") == "NFC"   # text is NFC-normalised before the split
+        model = spec["model"]
         self.merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
         self._rank = {pair: r for r, pair in enumerate(self.merges)}
 
@@ -240,7 +246,11 @@ class BPETokenizer(Tokenizer):
 
     @staticmethod
     def token_text(token: str) -> str:
-        """Byte-alphabet token -> the text it covers: 'Ġthe' -> ' the', 'ðŁ' -> '<0xF0><0x9F>'."""
+        """Byte-alphabet token -> the text it covers: 'Ġthe' -> ' the', 'ðŁ' -> '<0xF0><0x9F>'.
+        A token with a character outside the byte alphabet (an added token such as Pythia's '   ')
+        is its own text, as the library's decoder reads it."""
+        if not all(c in BYTE_OF for c in token):
+            return token
         return bytes(BYTE_OF[c] for c in token).decode("utf-8", errors="show_bytes")
 
     def encode(self, text: str) -> list[int]:
@@ -259,8 +269,10 @@ class BPETokenizer(Tokenizer):
         Step 0 is the word's bytes. Each later step applies the lowest-ranked merge that
         fits anywhere, so the last step is the final tokens. Text with several words is
         split the way the tokenizer splits it first, and merges never cross that split.
+        (Added tokens, such as Pythia's runs of spaces, are not merges and are not shown here.)
         """
-        words = [list(w) for w, _ in self._hf.pre_tokenizer.pre_tokenize_str(_clean(word))]
+        text = unicodedata.normalize("NFC", _clean(word)) if self.nfc else _clean(word)
+        words = [list(w) for w, _ in self._hf.pre_tokenizer.pre_tokenize_str(text)]
         steps = [sum(words, [])]
         while True:
             # 1) find the best-ranked pair of neighbours in any word
@@ -294,15 +306,17 @@ def _bpe_from_json(tokenizer_json) -> BPETokenizer:
     model, pre, dec = spec.get("model") or {}, spec.get("pre_tokenizer") or {}, spec.get("decoder") or {}
     post = spec.get("post_processor") or {"type": "ByteLevel"}
     if model.get("type") != "BPE" or model.get("dropout") or not _byte_level_split(pre) \
-            or dec.get("type") != "ByteLevel" \
-            or spec.get("normalizer") or post.get("type") != "ByteLevel" or not _plain_specials(spec, model):
+            or dec.get("type") != "ByteLevel" or spec.get("normalizer") not in (None, {"type": "NFC"}) \
+            or post.get("type") != "ByteLevel" or not _plain_added_tokens(spec, model):
         raise ValueError("tokenizer_json must be a plain byte-level BPE tokenizer (BPE model, ByteLevel "
                          "pre-tokenizer (after one splitting digits, as SmolLM2's), decoder and post-processor, "
-                         "special tokens only from its vocabulary)")
+                         "no normalizer but NFC (Pythia's), special tokens only from its vocabulary, other added "
+                         "tokens (Pythia's runs of spaces) only after it)")
     if not set(BYTE_OF) <= set(hf.get_vocab()):
         raise ValueError("the BPE vocabulary must contain all 256 bytes")
     tok = BPETokenizer(hf)
-    if tok.decode(tok.encode(_ROUND_TRIP_CHECK)) != _ROUND_TRIP_CHECK:
+    expected = unicodedata.normalize("NFC", _ROUND_TRIP_CHECK) if tok.nfc else _ROUND_TRIP_CHECK
+    if tok.decode(tok.encode(_ROUND_TRIP_CHECK)) != expected:
         raise ValueError("this BPE tokenizer does not give text back exactly")
     return tok
 
@@ -317,15 +331,23 @@ def _byte_level_split(pre: dict) -> bool:
         and not steps[0].get("add_prefix_space") and steps[0].get("use_regex", True)
 
 
-def _plain_specials(spec: dict, model: dict) -> bool:
-    """Whether every added token is a special token already in the vocabulary (GPT-2's <|endoftext|>)."""
+def _plain_added_tokens(spec: dict, model: dict) -> bool:
+    """Whether every added token is either a special token already in the vocabulary (GPT-2's <|endoftext|>,
+    Pythia's <|endoftext|> and <|padding|>) or a plain piece of text with an id past the vocabulary's (Pythia's
+    runs of 2 to 24 spaces, ids 50254 to 50276), which takes in no neighbouring space and may sit inside a word."""
     vocab = model.get("vocab") or {}
-    return all(isinstance(t, dict) and t.get("special") and vocab.get(t.get("content")) == t.get("id")
-               for t in spec.get("added_tokens") or [])
+    added = spec.get("added_tokens") or []
+    if not all(isinstance(t, dict) for t in added):
+        return False
+    return all(vocab.get(t.get("content")) == t.get("id") if t.get("special") else
+               isinstance(t.get("content"), str) and t["content"] != "" and t["content"] not in vocab
+               and isinstance(t.get("id"), int) and t["id"] >= len(vocab)
+               and not (t.get("lstrip") or t.get("rstrip") or t.get("single_word"))
+               for t in added)
 
 
 def load_tokenizer_json(path) -> BPETokenizer:
-    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's or SmolLM2's, for two)."""
+    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's, SmolLM2's or Pythia's)."""
     try:
         text = open(path, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as e:

@@ -10,7 +10,7 @@ Every intermediate has a stable name (the project's vocabulary, used by pages, f
     embed.tok                 [B, T, D]     token embeddings (after embed_scale)
     embed.pos                 [B, T, D]     positional encodings (zeros when pos is "none" or "rope")
     embed.out                 [B, T, D]     tok + pos
-    embed.rope                [B, T, K/2]   pos "rope" only: the angle each pair of query and key dimensions turns by
+    embed.rope                [B, T, R/2]   pos "rope" only: the angle each turned q/k pair turns by (R = cfg.d_rotary)
     blocks.i.resid_pre        [B, T, D]     the residual stream entering block i
     blocks.i.attn.in          [B, T, D]     what attention reads
     blocks.i.attn.q_unrotated [B, H, T, K]  pos "rope" only: the queries before their turn

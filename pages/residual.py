@@ -41,8 +41,9 @@ if adds.open:
         added = contributions(v, layer)
         st.caption(f"On average attention adds a vector {added['attn.out'].mean():.2f} long to a stream "
                    f"{added['resid_pre'].mean():.2f} long, and the feed-forward network adds one {added['mlp.out'].mean():.2f} "
-                   f"long to a stream {added['resid_mid'].mean():.2f} long (averages over the {len(v.tokens)} "
-                   "tokens).")
+                   + ("long, read from the same stream (the block is parallel)" if cfg.parallel else
+                      f"long to a stream {added['resid_mid'].mean():.2f} long")
+                   + f" (averages over the {len(v.tokens)} tokens).")
 
 if norm.open:
     with norm:

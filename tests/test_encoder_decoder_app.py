@@ -94,8 +94,9 @@ def test_the_page_asks_for_an_encoder_decoder_and_hostile_sources_stay_text():
     at = open_page("encoder-decoder", model="translate", text="<script>alert(1)</script> the cat 東京")
     assert not at.exception
     assert not any("<script>" in str(m.value) and m.proto.allow_html for m in at.markdown)
-    assert at.selectbox(key="model").options[:6] == ["tinytales", "roses", "GPT-2 small (124M)", "SmolLM2-135M",
-                                                      "sort (encoder-decoder)", "translate (encoder-decoder)"]
+    assert at.selectbox(key="model").options[:8] == ["tinytales", "roses", "GPT-2 small (124M)", "SmolLM2-135M",
+                                                      "Pythia-70M", "Pythia-160M (162M)", "sort (encoder-decoder)",
+                                                      "translate (encoder-decoder)"]
 
 
 @pytest.mark.parametrize("text", ["", "the red cat sleeps " * 110, "🐈‍⬛ 東京 naïve", "zebra quantum"])

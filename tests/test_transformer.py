@@ -73,18 +73,20 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
             return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
-    # RoPE (Su et al.), in Llama's layout: dimensions j and j + k/2 of a head form pair j, turned by the angle
-    # position * theta^(-2j/k), as the point (a, b) -> (a cos - b sin, a sin + b cos)
-    angle = np.arange(t)[:, None] * cfg.rope_theta ** (-np.arange(0, k, 2) / k)     # (t, k/2)
+    # RoPE (Su et al.), in Llama's and GPT-NeoX's layout: of a head's k dimensions the first r = int(k fraction)
+    # turn, dimensions j and j + r/2 forming pair j, turned by the angle position * theta^(-2j/r), as the point
+    # (a, b) -> (a cos - b sin, a sin + b cos); the other k - r pass through
+    r = int(k * cfg.rotary_fraction)
+    angle = np.arange(t)[:, None] * cfg.rope_theta ** (-np.arange(0, r, 2) / r)     # (t, r/2)
 
     def rotate(x):                                                       # (b, n, t, k)
-        a, c = x[..., :k // 2], x[..., k // 2:]
+        a, c, rest = x[..., :r // 2], x[..., r // 2:r], x[..., r:]
         cos, sin = np.cos(angle), np.sin(angle)
-        return np.concatenate([a * cos - c * sin, a * sin + c * cos], axis=-1)
+        return np.concatenate([a * cos - c * sin, a * sin + c * cos, rest], axis=-1)
 
     tok = W["embed.tok.weight"][tokens] * (math.sqrt(d) if cfg.embed_scale else 1.0)
     if cfg.pos == "rope":
-        out["embed.rope"] = np.broadcast_to(angle, (b, t, k // 2))
+        out["embed.rope"] = np.broadcast_to(angle, (b, t, r // 2))
     if cfg.pos == "sinusoidal":
         p = np.arange(t)[:, None]
         angle = p / 10000.0 ** (np.arange(0, d, 2) / d)
@@ -116,7 +118,8 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
         z = np.stack([pattern[:, i] @ v[:, i * g // h] for i in range(h)], 1)   # head i reads key/value head i g/h
         a_out = linear(z.transpose(0, 2, 1, 3).reshape(b, t, d), f"{n}.attn.W_o")
         mid = x + a_out if pre else norm(x + a_out, f"{n}.norm1")
-        m_in = norm(mid, f"{n}.norm2") if pre else mid
+        # a parallel block's MLP reads the stream entering the block (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x)))
+        m_in = norm(x if cfg.parallel else mid, f"{n}.norm2") if pre else mid
         if cfg.activation == "swiglu":                                   # SiLU(gate) x up
             gate, up = linear(m_in, f"{n}.mlp.W_gate"), linear(m_in, f"{n}.mlp.W_up")
             m_post = gate * 0.5 * (1.0 + np.tanh(gate / 2)) * up     # gate x sigmoid(gate) x up
@@ -139,7 +142,9 @@ def reference_forward(model: TransformerLM, tokens: torch.Tensor) -> dict[str, n
 
 KV_HEADS = (None, 1)                 # SMALL's 3 heads: a key/value head each, or one shared by all (multi-query)
 BIASES = (True, False)
-SWITCHES = list(itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES))
+BLOCKS = ("sequential", "parallel")  # attention then the MLP, or side by side (pre-norm only)
+SWITCHES = [combo for combo in itertools.product(POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES,
+                                                 BLOCKS) if not (combo[2] == "post" and combo[-1] == "parallel")]
 
 
 def switch_id(combo):
@@ -159,16 +164,32 @@ def assert_matches_reference(model, tokens):
         np.testing.assert_allclose(trace[name].double().numpy(), value, rtol=0, atol=1e-5 * scale, err_msg=name)
 
 
-@pytest.mark.parametrize("pos, norm, norm_position, activation, n_kv_heads, bias", SWITCHES,
+@pytest.mark.parametrize("pos, norm, norm_position, activation, n_kv_heads, bias, block", SWITCHES,
                          ids=map(switch_id, SWITCHES))
 def test_every_switch_combination_matches_a_numpy_forward_pass_written_from_the_equations(
-        pos, norm, norm_position, activation, n_kv_heads, bias):
-    # embed_scale flips with the parity of the combination, so it meets every value of every other switch
-    embed_scale = sum(kinds.index(s) for kinds, s in zip(
-        (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES),
-        (pos, norm, norm_position, activation, n_kv_heads, bias))) % 2 == 1
+        pos, norm, norm_position, activation, n_kv_heads, bias, block):
+    # embed_scale flips with the parity of the combination, so it meets every value of every other switch; rotary
+    # positions turn half of each head's 4 dimensions (Pythia turns a quarter) with the parity of all but the bias,
+    # so each fraction meets every other switch's values, embed_scale's too
+    parities = [kinds.index(s) for kinds, s in zip(
+        (POS_KINDS, NORM_KINDS, NORM_POSITIONS, ACTIVATIONS, KV_HEADS, BIASES, BLOCKS),
+        (pos, norm, norm_position, activation, n_kv_heads, bias, block))]
+    embed_scale = sum(parities) % 2 == 1
+    rotary_fraction = 0.5 if (sum(parities) - parities[5]) % 2 else 1.0
     model = make_model(pos=pos, norm=norm, norm_position=norm_position, activation=activation,
-                       embed_scale=embed_scale, n_kv_heads=n_kv_heads, bias=bias, rope_theta=7.0)
+                       embed_scale=embed_scale, n_kv_heads=n_kv_heads, bias=bias, rope_theta=7.0,
+                       parallel=block == "parallel", rotary_fraction=rotary_fraction)
+    assert model.cfg.pos != "rope" or model.cfg.d_rotary == 4 * rotary_fraction
+    assert_matches_reference(model, random_tokens())
+
+
+@pytest.mark.parametrize("rotary_fraction", [0.25, 0.5, 0.75, 1.0])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_partial_rotary_positions_and_parallel_blocks_match_the_numpy_forward_pass(rotary_fraction, parallel):
+    """Eight dimensions per head, of which 2, 4, 6 or 8 turn; GPT-NeoX's switches (LayerNorm, exact GELU)."""
+    model = make_model(d_model=24, n_heads=3, pos="rope", rotary_fraction=rotary_fraction, parallel=parallel,
+                       activation="gelu", rope_theta=10_000.0)
+    assert model.cfg.d_rotary == 8 * rotary_fraction
     assert_matches_reference(model, random_tokens())
 
 
@@ -252,6 +273,20 @@ def test_rotary_positions_turn_each_pair_of_dimensions_and_keep_its_length():
     torch.testing.assert_close(angles, torch.arange(T)[:, None] * angles[1])      # grows with the position
 
 
+def test_partial_rotary_positions_turn_the_first_dimensions_of_each_head_and_leave_the_rest_alone():
+    """Pythia turns a quarter of each head: here 4 of K = 16 dimensions, pairs (0, 2) and (1, 3)."""
+    model = make_model(d_model=32, n_heads=2, pos="rope", rotary_fraction=0.25, rope_theta=100.0, n_kv_heads=1)
+    trace = model.run(random_tokens())
+    R = model.cfg.d_rotary
+    assert R == 4 and tuple(trace["embed.rope"].shape) == (B, T, R // 2)
+    for name in ("q", "k"):
+        turned, before = trace[f"blocks.1.attn.{name}"], trace[f"blocks.1.attn.{name}_unrotated"]
+        assert torch.equal(turned[..., R:], before[..., R:])                      # 12 dimensions pass through
+        assert not torch.allclose(turned[..., :R], before[..., :R])               # the first 4 turn
+        pair_length = lambda x: x[..., :R // 2] ** 2 + x[..., R // 2:R] ** 2  # noqa: E731   pair i: dims i, i + R/2
+        torch.testing.assert_close(pair_length(turned), pair_length(before))
+    torch.testing.assert_close(trace["embed.rope"][0, 1], 100.0 ** (-torch.arange(0, R, 2) / R))  # frequencies over R
+
 def test_scores_of_grouped_heads_are_each_query_head_against_its_key_value_head():
     model = make_model(d_model=24, n_heads=6, n_kv_heads=2)
     trace = model.run(random_tokens())
@@ -315,6 +350,29 @@ def test_pre_norm_residual_stream_adds_each_sublayer_and_normalises_what_it_read
             torch.testing.assert_close(normed.var(-1, unbiased=False), torch.ones(B, T), rtol=0, atol=1e-3)
     torch.testing.assert_close(trace["final.norm"], model.final_norm(trace["blocks.1.resid_post"]))
 
+
+def test_a_parallel_block_feeds_both_sublayers_the_stream_entering_it_and_adds_both():
+    """GPT-NeoX (Pythia): resid_post = resid_pre + attn.out + mlp.out; resid_mid is the stream with attention's share
+    added, which the MLP does not read."""
+    model = make_model(parallel=True)
+    trace = model.run(random_tokens())
+    assert list(trace) == model.trace_names and len(model.trace_names) == 4 + 15 * SMALL["n_layers"] + 2
+    for i, block in enumerate(model.blocks):
+        r = lambda s: trace[f"blocks.{i}.{s}"]  # noqa: E731
+        torch.testing.assert_close(r("attn.in"), block.norm1(r("resid_pre")))
+        torch.testing.assert_close(r("mlp.in"), block.norm2(r("resid_pre")))
+        torch.testing.assert_close(r("resid_mid"), r("resid_pre") + r("attn.out"))
+        torch.testing.assert_close(r("resid_post"), r("resid_pre") + r("attn.out") + r("mlp.out"))
+        assert not torch.allclose(r("mlp.in"), block.norm2(r("resid_mid")))
+
+
+def test_an_edit_on_a_parallel_blocks_resid_mid_reaches_resid_post_but_not_what_the_mlp_reads():
+    model, tokens = make_model(parallel=True), random_tokens()
+    before = model.run(tokens)
+    after = model.run(tokens, edits={"blocks.0.resid_mid": lambda x: x + 1.0})
+    assert torch.equal(after["blocks.0.mlp.in"], before["blocks.0.mlp.in"])
+    torch.testing.assert_close(after["blocks.0.resid_post"], before["blocks.0.resid_post"] + 1.0)
+    assert not torch.allclose(after["logits"], before["logits"])
 
 def test_post_norm_sublayers_read_the_stream_and_normalise_the_sum():
     model = make_model(norm="layer", norm_position="post")
@@ -518,6 +576,10 @@ def test_heads_must_divide_the_width():
     ("rope_theta", 1.0, "rope_theta must be a number above 1"),
     ("rope_theta", True, "rope_theta must be a number above 1"),
     ("bias", "no", "bias must be true or false"),
+    ("parallel", 1, "parallel must be true or false"),
+    ("rotary_fraction", 0.0, "rotary_fraction must be a number above 0 and at most 1"),
+    ("rotary_fraction", 1.5, "rotary_fraction must be a number above 0 and at most 1"),
+    ("rotary_fraction", "1/4", "rotary_fraction must be a number above 0 and at most 1"),
 ])
 def test_a_bad_config_value_is_refused_by_name(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -562,10 +624,11 @@ def test_an_edit_that_returns_the_wrong_shape_is_refused(edit, got):
 
 def test_a_config_from_before_the_gpt2_and_llama_fields_takes_their_defaults():
     old = ModelConfig().to_dict()
-    for name in ("tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias"):
+    for name in ("tie_embeddings", "norm_eps", "n_kv_heads", "rope_theta", "bias", "parallel", "rotary_fraction"):
         del old[name]                                            # as model/checkpoints/*.json were written
     cfg = ModelConfig.from_dict(old)
-    assert cfg.tie_embeddings is False and cfg.norm_eps == 1e-5
+    assert cfg.tie_embeddings is False and cfg.norm_eps == 1e-5 and cfg.parallel is False
+    assert cfg.rotary_fraction == 1.0 and cfg.d_rotary == cfg.d_head
     assert cfg.n_kv_heads is None and cfg.kv_heads == cfg.n_heads and cfg.bias is True and cfg.rope_theta == 10_000
 
 
@@ -573,6 +636,20 @@ def test_rotary_positions_need_an_even_number_of_dimensions_per_head():
     with pytest.raises(ValueError, match="rotary positions turn pairs of dimensions.*= 3"):
         ModelConfig(d_model=9, n_heads=3, pos="rope")
     assert ModelConfig(d_model=9, n_heads=3, pos="learned").d_head == 3
+
+
+@pytest.mark.parametrize("d_model, n_heads, fraction, turned", [(12, 3, 0.25, 1), (24, 2, 0.25, 3), (32, 2, 0.1, 1)])
+def test_the_turned_part_of_a_head_needs_an_even_number_of_dimensions_at_least_two(d_model, n_heads, fraction,
+                                                                                    turned):
+    with pytest.raises(ValueError, match=rf"the turned part of a head .* rotary_fraction {fraction}\) = {turned}"):
+        ModelConfig(d_model=d_model, n_heads=n_heads, pos="rope", rotary_fraction=fraction)
+    assert ModelConfig(d_model=d_model, n_heads=n_heads, pos="learned", rotary_fraction=fraction).d_rotary == turned
+    assert ModelConfig(d_model=512, n_heads=8, pos="rope", rotary_fraction=0.25).d_rotary == 16     # Pythia-70M's
+
+
+def test_a_parallel_block_needs_pre_norm():
+    with pytest.raises(ValueError, match='a parallel block needs norm_position "pre"'):
+        ModelConfig(parallel=True, norm_position="post")
 
 
 def test_gpt2_small_fits_the_limits():

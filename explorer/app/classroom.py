@@ -36,9 +36,10 @@ from explorer.veil import Veil, veil_for
 from explorer.view import escape, model_key, quote
 
 from . import cache, url
+from .learning import learning_for
 from .pinned import pinned_feature
 from .components import front_end
-from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, on_a_phone, section_key, view_params
+from .state import READ_LIMIT, apply_view, keep_widget_values, get_bundle, model_name, on_a_phone, section_key, view_params
 from .styles import BODY_TEXT_PX, PRESENTER_TEXT_PX
 
 POLL_SECONDS = 1.0                  # a student's app follows the teacher within about this long
@@ -311,7 +312,7 @@ def add_this_view(slug: str, ask: bool = False) -> None:
     """A button's callback on any page: add the view on screen (page, model, sentence, layer, head, token, tab and
     the page's own fields) to the lesson being built; `ask`: with the question that fits it ("Ask the class")."""
     state = st.session_state
-    view = {key: state[key] for key in ("model", "text", "layer", "head", "token") if key in state}
+    view = {key: state[key] for key in ("text", "layer", "head", "token") if key in state} | {"model": model_name()}
     page = BY_SLUG[slug]
     fields = {key: state[key] for _, key in page.fields if key in state}
     step = step_from_view(slug, view, state.get(section_key(slug)), fields)
@@ -392,8 +393,9 @@ def ask(step: LessonStep, name: str, text: str) -> Asked | None:
     where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids), step.fields)
     if step.fields.get("steer-by") == "feature":          # a pinned dictionary's feature, when this server has it
         where = replace(where, feature=pinned_feature(reading, where.layer, step.fields))
-    key = ("asked", model_key(name, bundle.model), reading.ids, where, question)
-    found = cache.for_the_class(key, lambda: _answered(question, reading, where))
+    learned = learning_for(reading) if question.kind == "first-right" else None    # the model at its steps here
+    key = ("asked", model_key(name, bundle.model), reading.ids, where, question, learned and learned.steps)
+    found = cache.for_the_class(key, lambda: _answered(question, reading, replace(where, learned=learned)))
     if isinstance(found, questions.Unanswerable):
         raise found
     return found

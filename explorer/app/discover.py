@@ -8,7 +8,7 @@ from explorer.registry import BY_SLUG
 from explorer.view import quote
 
 from . import cache
-from .state import apply_view, get_bundle
+from .state import apply_view, get_bundle, model_name
 
 
 def start_lab_outcome(preset: str) -> None:
@@ -72,7 +72,7 @@ PAGE_VIEW = ("layer", "head", "token")
 
 def _reading() -> tuple:
     """The model and sentence of the current view."""
-    return st.session_state.get("model"), st.session_state.get("text")
+    return model_name(), st.session_state.get("text")
 
 
 def keep_way_back(target: Target) -> None:

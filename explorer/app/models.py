@@ -1,5 +1,9 @@
-"""The models a visitor can pick: the bundled tiny ones, GPT-2 small and SmolLM2-135M (each downloaded once), and
-the session's own.
+"""The models a visitor can pick: the bundled tiny ones, GPT-2 small, SmolLM2-135M and Pythia (each downloaded
+once), and the session's own.
+
+Pythia was saved as it learned: "pythia-70m" is its final model, and "pythia-70m@step1000" the same model after
+1,000 training steps (a checkpoint: at_step, split), downloaded once per step when first picked. Such a name is a
+model name everywhere (links, lessons, the class), so a link or a lesson's step keeps the training step.
 
 Each is loaded once per server and shared read-only by every visitor (`st.cache_resource`), except the
 session's own models (trained in the lab or uploaded), which live in `st.session_state["trained_models"]`.
@@ -16,7 +20,9 @@ from model.seq2seq import EncoderDecoder
 
 from explorer.app.memory import give_back_freed
 
-PRETRAINED = {"gpt2": hub.GPT2, "smollm2": hub.SMOLLM2}          # picker name -> what to download
+PRETRAINED = {"gpt2": hub.GPT2, "smollm2": hub.SMOLLM2,           # picker name -> what to download
+              "pythia-70m": hub.PYTHIA_70M, "pythia-160m": hub.PYTHIA_160M}
+STEP_MARK = "@step"                      # "pythia-70m@step1000": Pythia-70M after 1,000 training steps
 CACHE_DIR: str | Path | None = None      # the Hugging Face cache (None: its standard place; tests set their own)
 UNAVAILABLE = "_pretrained_unavailable"  # session key: {name: why it could not be had}
 
@@ -31,10 +37,59 @@ def bundled_model(name: str) -> Bundle:
                                                  "seconds) ...")
 def pretrained_model(name: str, directory: str) -> Bundle:
     """A pretrained model from its downloaded files; one at a time (max_entries=1) bounds the server's memory."""
+    return load_files(directory)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading this training step's model into memory (once per server, a "
+                                                 "second or two) ...")
+def checkpoint_model(name: str, directory: str) -> Bundle:
+    """A model at one training step (Pythia's), from its downloaded files; two at a time, so a student switching
+    between two steps waits for neither, and a server holds at most two (beside GPT-2 or SmolLM2)."""
+    return load_files(directory)
+
+
+def load_files(directory: str) -> Bundle:
+    """A pretrained model from its downloaded files (model.pretrained.load_pretrained), its loading temporaries given
+    back to the system."""
     from model.pretrained import load_pretrained           # only when someone picks one
     bundle = load_pretrained(directory)
-    give_back_freed()                                        # the loading temporaries
+    give_back_freed()
     return bundle
+
+
+def split(name: str) -> tuple[str, int | None]:
+    """A model name's picker name and training step: "pythia-70m@step1000" -> ("pythia-70m", 1000); a name without
+    a step (or with one that is not a number) -> (name, None)."""
+    family, mark, step = name.partition(STEP_MARK)
+    if mark and step.isdigit() and len(step) <= 6:
+        return family, int(step)
+    return name, None
+
+
+def at_step(family: str, step: int | None) -> str:
+    """The model name of picker model `family` at training step `step` (its final step, or None: `family` itself)."""
+    spec = PRETRAINED.get(family)
+    if spec is None or not spec.steps or step is None or step == spec.steps[-1]:
+        return family
+    return f"{family}{STEP_MARK}{step}"
+
+
+def spec_of(name: str) -> hub.Pretrained | None:
+    """What to download for model `name` (a pretrained one, or one of its checkpoints); None: not a pretrained
+    model, or a step its model did not save (ValueError from hub.at_step is turned into None)."""
+    family, step = split(name)
+    spec = PRETRAINED.get(family)
+    if spec is None or step is None:
+        return None if name != family else spec
+    try:
+        return hub.at_step(spec, step)
+    except ValueError:
+        return None
+
+
+def is_known(name: str) -> bool:
+    """Whether `name` is a model this session can pick: one of model_names(), or a checkpoint of one."""
+    return name in model_names() or spec_of(name) is not None
 
 
 def model_names() -> list[str]:
@@ -43,7 +98,9 @@ def model_names() -> list[str]:
 
 
 def label(name: str) -> str:
-    """What the picker shows for model `name`."""
+    """What the picker shows for model `name` (a checkpoint: its model and step)."""
+    if split(name)[1] is not None and spec_of(name) is not None:
+        return f"{PRETRAINED[split(name)[0]].label} at step {split(name)[1]:,}"
     if name in PRETRAINED:
         spec = PRETRAINED[name]
         size = f"{spec.parameters / 1e6:.0f}M"
@@ -61,7 +118,9 @@ def is_encoder_decoder(bundle: Bundle) -> bool:
 def ensure_files(name: str) -> str | None:
     """Make sure pretrained model `name`'s files are on disk, downloading them once with a progress bar in the
     sidebar; returns None when they are there, else why not (in plain words)."""
-    spec = PRETRAINED[name]
+    spec = spec_of(name)
+    if spec is None:
+        return f"{label(split(name)[0])} was not saved at step {split(name)[1]}."
     if hub.cached(spec, CACHE_DIR) is not None:
         return None
     slot = st.sidebar.empty()        # the download's box goes when it fails: the sidebar's warning says why
@@ -85,8 +144,12 @@ def get_bundle(name: str) -> Bundle:
     trained = st.session_state.get("trained_models", {})
     if name in trained:
         return trained[name]
-    if name in PRETRAINED:
-        return pretrained_model(name, str(hub.cached(PRETRAINED[name], CACHE_DIR)))
+    spec = spec_of(name)
+    if spec is not None:
+        directory = hub.cached(spec, CACHE_DIR)
+        if directory is None:
+            raise ValueError(f"{spec.label}'s files are not on this server")
+        return (checkpoint_model if spec.steps else pretrained_model)(name, str(directory))
     return bundled_model(name)
 
 

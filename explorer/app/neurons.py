@@ -15,7 +15,7 @@ from model.neurons import OwnText
 from explorer.steps.dictionary import Dictionary
 from explorer.view import View
 
-from .models import PRETRAINED
+from .models import spec_of
 
 KEPT_DIR = Path(os.environ.get("EXPLORER_CACHE", Path.home() / ".cache" / "transformer-explorer"))
 NEURON_DIR = KEPT_DIR / "neurons"
@@ -24,7 +24,7 @@ FEATURE_DIR = KEPT_DIR / "features"
 
 def index_file(view: View, text: OwnText) -> Path | None:
     """Where a pretrained model's index over `text` is kept (None: a model whose pass is kept in memory only)."""
-    spec = PRETRAINED.get(view.name)
+    spec = spec_of(view.name)
     if spec is None:
         return None
     digest = hashlib.sha256(f"{spec.repo_id}@{spec.revision}\n{text.text}".encode()).hexdigest()[:16]
@@ -34,7 +34,7 @@ def index_file(view: View, text: OwnText) -> Path | None:
 def feature_index_file(view: View, chosen: Dictionary, text: OwnText) -> Path | None:
     """Where the feature index of a pinned dictionary (GPT-2's) over `text` is kept (None: a session's dictionary,
     whose pass is kept in memory only)."""
-    spec = PRETRAINED.get(view.name)
+    spec = spec_of(view.name)
     if spec is None or not chosen.pinned:
         return None
     digest = hashlib.sha256(f"{spec.repo_id}@{spec.revision}\n{chosen.pinned}\n{text.text}".encode()).hexdigest()[:16]

@@ -22,6 +22,7 @@ from model.neurons import own_text, text_ids, window_prefix
 from model.sae import SAE_PRESETS, SAEPreset, SAETrainer, activations, check_fits, gpt2_sae_spec, their_name
 
 from explorer.app import classroom, models
+from explorer.app.state import model_name
 from explorer.app.pinned import PRETRAINED, PRETRAINED_KEY, gpt2_file_layer, pinned_dictionary, pinned_feature
 from explorer.app.layout import chart
 from explorer.lessons import step_from_view
@@ -154,7 +155,7 @@ def ask_about_feature(layer: int, feature: int) -> None:
     """The feature card's "Ask the class": a step on the Steering tab, steered by this feature of the pinned
     dictionary after `layer` at the default strength, asking which word the model writes next."""
     state = st.session_state
-    view = {key: state[key] for key in ("model", "text") if key in state} | {"layer": layer}
+    view = {key: state[key] for key in ("text",) if key in state} | {"model": model_name(), "layer": layer}
     fields = {"features_steer_by": "feature", "features_feature": feature, "features_dictionary": PRETRAINED_KEY,
               "features_strength": DEFAULT_STRENGTH["feature"]}
     step = step_from_view("features", view, BY_SLUG["features"].tab("steering"), fields)

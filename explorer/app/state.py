@@ -15,8 +15,8 @@ from model.inputs import prepare_text
 from model.scope import strip_final_punctuation
 
 from explorer.app import cache, url
-from explorer.app.models import (PRETRAINED, UNAVAILABLE, bundled_model, ensure_files, get_bundle, is_encoder_decoder,  # noqa: F401
-                     label, model_names)
+from explorer.app.models import (PRETRAINED, STEP_MARK, UNAVAILABLE, at_step, bundled_model, ensure_files, get_bundle,  # noqa: F401
+                                 is_encoder_decoder, is_known, label, model_names, split)
 from explorer.export import file_name as export_name
 from explorer.export import trace_npz
 from explorer.lab import link as lab_link
@@ -24,8 +24,9 @@ from explorer.registry import BY_SLUG, LAB
 from explorer.view import (DEFAULT_SENTENCE, EXAMPLES, MAX_CHARS, NOT_FINITE, OVERFLOW, View, example_sentence,  # noqa: F401
                    forecast_position, is_finite, model_key, quote, trace_is_finite)
 
-VIEW_KEYS = ("model", "text", "layer", "head", "token", "presenter", "high_contrast")
+VIEW_KEYS = ("model", "step", "text", "layer", "head", "token", "presenter", "high_contrast")
 PAGE_KEYS = ("layer", "head", "token")           # widgets that live on pages, not in the sidebar
+TOKENS_PER_STEP = 2_097_152      # Pythia's batch: 1,024 sequences of 2,048 tokens a training step
 READ_LIMIT = 64        # tokens a page shows at most (GPT-2 could read 1,024; 64 keeps every number on a screen)
 
 
@@ -79,8 +80,13 @@ def _load_url_once(notices: list[str]) -> None:
     st.session_state["_url_loaded"] = True
     query, cut = url.read()
     if "model" in query:
-        if query["model"] in model_names():
+        if is_known(query["model"]):
             st.session_state["model"] = query["model"]
+        elif PRETRAINED.get(str(query["model"]).partition(STEP_MARK)[0], hub.GPT2).steps:
+            family = str(query["model"]).partition(STEP_MARK)[0]
+            st.session_state["model"] = family
+            notices.append(f"The link asked for {PRETRAINED[family].label} at a training step it was not saved at "
+                           f"({str(query['model'])[len(family):][:20]!r}); showing its final step instead.")
         elif str(query["model"]).startswith(("lab: ", "upload: ")):
             notices.append(f"The link names a model trained or uploaded in another browser tab; showing {BUNDLED[0]} "
                            "instead. A trained model lives only in the tab that trained it, so a link cannot carry "
@@ -162,19 +168,22 @@ def current_view() -> View:
     st.session_state.setdefault("high_contrast", False)
     with st.sidebar:
         names = model_names()
+        _split_the_step()
         if st.session_state.get("model") not in names:
             st.session_state["model"] = names[0]
         if st.session_state["model"] in PRETRAINED:
             wanted = st.session_state["model"]
-            _make_pretrained_ready(wanted)
+            _make_pretrained_ready(wanted, notices)
             if st.session_state["model"] != wanted:            # said in the main area too: a link asked for it
                 notices.append(f"{label(wanted)} could not be loaded on this server, so this page shows "
                                f"{label(st.session_state['model'])} instead. {st.session_state[UNAVAILABLE][wanted]}")
-        name = st.selectbox("Model", names, key="model", format_func=label,
-                            help="tinytales learned simple English stories; roses learned one short poem. "
-                                 f"GPT-2 small is the real thing: {hub.GPT2.about}. {hub.SMOLLM2.label} is "
-                                 f"today's design (rotary positions, grouped-query attention, SwiGLU): "
-                                 f"{hub.SMOLLM2.about}.")
+        family = st.selectbox("Model", names, key="model", format_func=label,
+                              help="tinytales learned simple English stories; roses learned one short poem. "
+                                   f"GPT-2 small is the real thing: {hub.GPT2.about}. {hub.SMOLLM2.label} is "
+                                   f"today's design (rotary positions, grouped-query attention, SwiGLU): "
+                                   f"{hub.SMOLLM2.about}. {hub.PYTHIA_70M.label} was saved as it learned: pick a "
+                                   "training step to see it as it was then.")
+        name = training_step_picker(family)
         for why in st.session_state.get(UNAVAILABLE, {}).values():
             st.warning(why, icon=":material/cloud_off:")
         text = st.text_input("Sentence", key="text", max_chars=MAX_CHARS,
@@ -221,6 +230,35 @@ def current_view() -> View:
     return view
 
 
+def _split_the_step() -> None:
+    """A model name with a training step ("pythia-70m@step1000", from a link, a lesson's step or the class) is the
+    picker's model and the step picker's step."""
+    family, step = split(str(st.session_state.get("model", "")))
+    if step is not None:
+        st.session_state["model"], st.session_state["step"] = family, step
+
+
+def training_step_picker(family: str) -> str:
+    """For a model saved as it learned (Pythia), the training step picker under the model picker (its step made
+    ready before: _make_pretrained_ready); the name of the model at the chosen step. Other models: `family`."""
+    spec = PRETRAINED.get(family)
+    if spec is None or not spec.steps:
+        st.session_state.pop("step", None)
+        return family
+    step = st.selectbox("Training step", spec.steps, key="step", format_func=lambda s: f"{s:,}" + (
+        " (random: before training)" if s == 0 else " (final)" if s == spec.steps[-1] else ""),
+        help=f"{spec.label} was saved as it learned, from step 0 (random weights) to step {spec.steps[-1]:,} (about "
+             f"{spec.steps[-1] * TOKENS_PER_STEP / 1e9:,.0f} billion tokens, {TOKENS_PER_STEP:,} a step). Every page "
+             "shows the model as it was at this step, reading your sentence.")
+    return at_step(family, step)
+
+
+def model_name() -> str:
+    """The name of the model the view shows: the picker's, at the chosen training step (see training_step_picker)."""
+    state = st.session_state
+    return at_step(state.get("model", BUNDLED[0]), state.get("step"))
+
+
 def _apply_link_fields(notices: list[str]) -> None:
     """A link's (or a lesson step's) values for this page's own fields (what-if, sampling settings, the lab's setup),
     once, before the page draws them. The page checks each against what it offers; the lab's are checked here
@@ -255,27 +293,58 @@ def model_text(view: View, notices: list[str]) -> str:
     return text
 
 
-def _make_pretrained_ready(name: str) -> None:
+def _make_pretrained_ready(name: str, notices: list[str]) -> None:
     """Download and load pretrained model `name` if needed (before the picker is drawn); when it cannot be had,
-    say why under the picker and go back to the default model, which keeps working."""
+    say why under the picker and go back to the default model, which keeps working. A model saved as it learned is
+    made ready at the session's training step: one that cannot be had is said in words and the page keeps the step
+    it had (else the final one)."""
+    spec, state = PRETRAINED[name], st.session_state
+    steps = []
+    if spec.steps:
+        wanted = state.get("step")
+        had = state.get("_step_had", spec.steps[-1])
+        if wanted is not None and wanted not in spec.steps:
+            notices.append(f"{spec.label} offers the training steps {', '.join(f'{s:,}' for s in spec.steps)}, not "
+                           f"{str(wanted)[:12]!r}; this page shows step {had:,}.")
+            wanted = had
+        steps = list(dict.fromkeys(s for s in (wanted, had, spec.steps[-1]) if s in spec.steps))
+    problem = None
+    for step in steps or [None]:
+        found = _can_load(at_step(name, step))
+        if found is None:
+            if steps:
+                if step != steps[0]:
+                    notices.append(f"{spec.label} at step {steps[0]:,} could not be had on this server, so this page "
+                                   f"keeps step {step:,}. {problem}")
+                state["step"] = state["_step_had"] = step
+            break
+        problem = problem or found
+    else:
+        found = problem
+    unavailable = state.setdefault(UNAVAILABLE, {})
+    if found is None:
+        unavailable.pop(name, None)
+    else:
+        unavailable[name] = found
+        state["model"] = BUNDLED[0]
+        state.pop("step", None)
+
+
+def _can_load(name: str) -> str | None:
+    """None when model `name`'s files are here (downloaded now if need be) and load; else why not, in words."""
     problem = ensure_files(name)
     if problem is None:
         try:
             get_bundle(name)
         except ValueError as error:           # a broken or incomplete download
-            problem = f"{PRETRAINED[name].label}'s files could not be read ({error}). The small models work as before."
-    unavailable = st.session_state.setdefault(UNAVAILABLE, {})
-    if problem is None:
-        unavailable.pop(name, None)
-    else:
-        unavailable[name] = problem
-        st.session_state["model"] = BUNDLED[0]
+            problem = f"{label(name)}'s files could not be read ({error}). The small models work as before."
+    return problem
 
 
 def view_params() -> dict[str, str]:
     """The view's state as URL query parameters."""
     state = st.session_state
-    params = {"model": state.get("model", BUNDLED[0]), "text": state.get("text", DEFAULT_SENTENCE)}
+    params = {"model": model_name(), "text": state.get("text", DEFAULT_SENTENCE)}
     for key in PAGE_KEYS:
         if isinstance(state.get(key), int):
             params[key] = str(state[key])

@@ -63,9 +63,9 @@ experiment in the last tab, "What if?", measures how much that hint is worth.
 
 
 _ROPE = """\
-This model uses **rotary positions** (RoPE), as Llama, Mistral, Qwen and SmolLM2 do. Nothing is added to the
+This model uses **rotary positions** (RoPE), as Llama, Mistral, Qwen, SmolLM2 and Pythia do. Nothing is added to the
 token's vector: its position vector is all zeros. Instead, inside every attention head, each query and each key
-is **turned**. A head's {K} dimensions form {pairs} pairs, and each pair is turned like a clock hand by an angle
+is **turned**. {turned} form {pairs} pairs, and each pair is turned like a clock hand by an angle
 that grows with the position: position x frequency, one frequency per pair, from 1 radian per position (the
 fastest pair) down to {slowest:.6f} (the slowest, base θ = {theta:,.0f}). A query and a key turned this way
 have a dot product that depends only on how far apart they stand, not on where: the "What if?" tab shifts every
@@ -76,18 +76,31 @@ position and shows the scores unchanged.
 def intro(cfg: ModelConfig) -> str:
     """The page's explanation, for the kind of position signal this model uses."""
     body = {"sinusoidal": _SINUSOIDAL, "learned": _LEARNED, "none": _NONE, "rope": _ROPE}[cfg.pos]
-    K = cfg.d_head
-    slowest = float(rope_frequencies(K, cfg.rope_theta)[-1]) if cfg.pos == "rope" else 0.0
-    return _WHY + "\n" + body.format(D=cfg.d_model, L=cfg.max_len, last=cfg.max_len - 1, K=K, pairs=K // 2,
-                                      slowest=slowest, theta=cfg.rope_theta)
+    K, R = cfg.d_head, cfg.d_rotary
+    slowest = float(rope_frequencies(R, cfg.rope_theta)[-1]) if cfg.pos == "rope" else 0.0
+    turned = f"A head's {K} dimensions" if R == K else f"The first {R} of a head's {K} dimensions"
+    text = body.format(D=cfg.d_model, L=cfg.max_len, last=cfg.max_len - 1, K=K, pairs=R // 2, turned=turned,
+                       slowest=slowest, theta=cfg.rope_theta)
+    return _WHY + "\n" + text + ("" if cfg.pos != "rope" or R == K else "\n" + partial_rotary_words(cfg) + "\n")
+
+
+def partial_rotary_words(cfg: ModelConfig) -> str:
+    """What a model that turns only part of each head (Pythia: a quarter) does with the rest."""
+    K, R = cfg.d_head, cfg.d_rotary
+    return (f"**Only part of each head turns** in this model: dimensions 0 to {R - 1} ({R / K:.0%} of the {K}, the "
+            f"model's rotary fraction {cfg.rotary_fraction:g}) turn with the position; dimensions {R} to {K - 1} are "
+            "never turned. A query and a key meet in both parts at once: the turned part's share of their score "
+            "depends on how far apart the two tokens stand, the unturned part's share does not, so a head can match "
+            "a word wherever it stands and still tell near from far.")
 
 
 def kind_caption(cfg: ModelConfig) -> str:
     return {"sinusoidal": f"Position signal: sinusoidal (fixed waves, {cfg.d_model} per position).",
             "learned": f"Position signal: learned (a trained table of {cfg.max_len:,} rows of {cfg.d_model} numbers).",
             "none": "Position signal: none. This model has no position signal.",
-            "rope": f"Position signal: rotary (queries and keys turned in {cfg.d_head // 2} pairs per head, "
-                    f"base {cfg.rope_theta:,.0f}; nothing added to the stream)."}[cfg.pos]
+            "rope": f"Position signal: rotary (queries and keys turned in {cfg.d_rotary // 2} pairs per head"
+                    + (f", {cfg.d_rotary} of its {cfg.d_head} dimensions" if cfg.d_rotary < cfg.d_head else "")
+                    + f", base {cfg.rope_theta:,.0f}; nothing added to the stream)."}[cfg.pos]
 
 
 # The page's sections (tabs); only the open one is drawn, so a new sentence redraws one or two charts.
@@ -353,20 +366,25 @@ def rope_figure(v: View, trace: Trace) -> go.Figure | None:
     """The angle (radians) each pair of query and key dimensions turns by at each position of the sentence."""
     if "embed.rope" not in trace:
         return None
-    angles = trace["embed.rope"][0].numpy()                                            # (T, K/2)
+    angles = trace["embed.rope"][0].numpy()                                            # (T, R/2)
     pairs = [f"pair {i}" for i in range(angles.shape[1])]
+    partial = v.bundle.model.cfg.d_rotary < v.bundle.model.cfg.d_head
     return heatmap(angles, labels(v.tokens), pairs, title="Rotary positions: the angle each pair turns by",
-                   row_title="position", col_title="pair of dimensions (i and i + K/2)", value_name="angle (radians)",
+                   row_title="position", col_title="pair of dimensions (i and i + R/2, of the R that turn)" if partial
+                   else "pair of dimensions (i and i + K/2)", value_name="angle (radians)",
                    text=angles.size <= 64, presenter=v.presenter, height=min(760, max(320, 26 * len(v.tokens) + 140)))
 
 
 def rope_text(v: View, trace: Trace) -> str:
     """The angles of the figure said in numbers, read from the trace (markdown)."""
     cfg = v.bundle.model.cfg
-    angles = trace["embed.rope"][0]                                                    # (T, K/2)
-    freqs = rope_frequencies(cfg.d_head, cfg.rope_theta)
+    angles = trace["embed.rope"][0]                                                    # (T, R/2)
+    freqs = rope_frequencies(cfg.d_rotary, cfg.rope_theta)
     last = angles.shape[0] - 1
-    return (f"Each head's {cfg.d_head} dimensions form {cfg.d_head // 2} pairs. Pair 0 turns by "
+    turned = (f"Each head's {cfg.d_head} dimensions form {cfg.d_head // 2} pairs" if cfg.d_rotary == cfg.d_head else
+              f"The first {cfg.d_rotary} of each head's {cfg.d_head} dimensions form {cfg.d_rotary // 2} pairs (the "
+              f"other {cfg.d_head - cfg.d_rotary} never turn)")
+    return (f"{turned}. Pair 0 turns by "
             f"{float(freqs[0]):.4f} radian per position, pair {len(freqs) - 1} by {float(freqs[-1]):.6f}. At position "
             f"{last} ({quote(v.tokens[last])}) pair 0 has turned **{float(angles[last, 0]):.4f}** radians and pair "
             f"{len(freqs) - 1} **{float(angles[last, -1]):.6f}**: the angle is position x frequency. The queries and "
@@ -378,7 +396,7 @@ SHIFT = 5          # the what-if's shift: every position moved on by this many s
 
 def shift_edits(cfg: ModelConfig, k: int) -> dict:
     """Every rotary angle as if each token stood k seats further on."""
-    step = rope_frequencies(cfg.d_head, cfg.rope_theta)
+    step = rope_frequencies(cfg.d_rotary, cfg.rope_theta)
     return {"embed.rope": lambda angles: angles + k * step}
 
 

@@ -154,8 +154,9 @@ def norm_steps(view: View, layer: int) -> list[NormStep]:
             NormStep("norm1", "norm1, before attention", block.norm1, f"the stream entering layer {layer}",
                      "what attention reads", get("resid_pre"), get("attn.in")),
             NormStep("norm2", "norm2, before the feed-forward network", block.norm2,
-                     f"the stream after layer {layer}'s attention", "what the feed-forward network reads",
-                     get("resid_mid"), get("mlp.in")),
+                     f"the stream entering layer {layer} (a parallel block: what attention reads too)" if cfg.parallel
+                     else f"the stream after layer {layer}'s attention", "what the feed-forward network reads",
+                     get("resid_pre" if cfg.parallel else "resid_mid"), get("mlp.in")),
             NormStep("final", "final norm, before the prediction", model.final_norm,
                      f"the stream leaving the last layer ({last})", "what the prediction reads",
                      trace["resid_post", last][0], trace["final.norm"][0]),
@@ -352,7 +353,8 @@ def block_layout(view: View) -> list[Box]:
     """Where each part of one block sits: the stream runs along y=1, sublayers branch off below it.
 
     In a pre-norm model the norms sit on the branches (only the sublayer's copy is normalized); in a
-    post-norm model they sit on the stream itself, right after each +.
+    post-norm model they sit on the stream itself, right after each +. In a parallel block (Pythia) both branches
+    leave the stream entering the block, the feed-forward network's on a second lane below attention's (y=-1).
     """
     cfg = view.bundle.model.cfg
     T, D = view.trace["embed.out"].shape[1:]
@@ -363,6 +365,11 @@ def block_layout(view: View) -> list[Box]:
         return stream + [Box("attn", "attention", 2.6, 0), Box("add1", "+", 4.2, 1),
                          Box("mid", f"after attention<br>{shape}", 5.5, 1), Box("mlp", "feed-forward", 7.4, 0),
                          Box("add2", "+", 9.0, 1), Box("out", f"stream out<br>{shape}", 10.3, 1)]
+    if cfg.parallel:                 # both sublayers branch off the stream entering the block, one lane each
+        return stream + [Box("n1", f"{norm}<br>norm1", 2.45, 0), Box("attn", "attention", 3.75, 0),
+                         Box("n2", f"{norm}<br>norm2", 2.45, -1), Box("mlp", "feed-forward", 3.75, -1),
+                         Box("add1", "+", 5.0, 1), Box("mid", f"after attention<br>{shape}", 6.15, 1),
+                         Box("add2", "+", 7.3, 1), Box("out", f"stream out<br>{shape}", 8.45, 1)]
     if cfg.norm_position == "pre":
         return stream + [Box("n1", f"{norm}<br>norm1", 2.45, 0), Box("attn", "attention", 3.75, 0),
                          Box("add1", "+", 5.0, 1), Box("mid", f"after attention<br>{shape}", 6.15, 1),
@@ -423,18 +430,19 @@ def block_figure(view: View, layer: int) -> go.Figure:
     for a, b in zip(on_stream, on_stream[1:]):
         arrow(edge(a, 1), 1, edge(b, -1), 1, stream=True, into_plus=b.key.startswith("add"),
               from_plus=a.key.startswith("add"))
-    # each sublayer: branch off the stream after the box before it, run along the detour, come back into its +
-    for plus, source in (("add1", "x"), ("add2", "mid")):
-        branch = [b for b in boxes if b.y == 0 and by_key[source].x < b.x < by_key[plus].x]
+    # each sublayer: branch off the stream after the box it reads, run along its lane, come back into its +
+    lowest = min(b.y for b in boxes)                  # -1: a parallel block's second lane
+    for plus, source, lane in (("add1", "x", 0), ("add2", "x" if cfg.parallel else "mid", lowest)):
+        branch = [b for b in boxes if b.y == lane and by_key[source].x < b.x < by_key[plus].x]
         start = edge(by_key[source], 1) + 0.25
         shapes.append(dict(type="circle", **area(start - 0.05, start + 0.05, 0.95, 1.05), fillcolor="#555555",
                            line=dict(width=0)))
-        line(start, 1, start, 0)
-        arrow(start, 0, edge(branch[0], -1), 0)
+        line(start, 1, start, lane)
+        arrow(start, lane, edge(branch[0], -1), lane)
         for a, b in zip(branch, branch[1:]):
-            arrow(edge(a, 1), 0, edge(b, -1), 0)
-        line(edge(branch[-1], 1), 0, by_key[plus].x, 0)
-        arrow(by_key[plus].x, 0, by_key[plus].x, 1, into_plus=True)
+            arrow(edge(a, 1), lane, edge(b, -1), lane)
+        line(edge(branch[-1], 1), lane, by_key[plus].x, lane)
+        arrow(by_key[plus].x, lane, by_key[plus].x, 1, into_plus=True)
     others = [b for b in boxes if not b.key.startswith("add")]       # the + are round markers, drawn below
     for b in others:
         is_norm = b.key in ("n1", "n2")
@@ -448,12 +456,12 @@ def block_figure(view: View, layer: int) -> go.Figure:
     if upright:                      # the words above the stream and under the detours
         notes.append(dict(x=1, y=0, text="the residual stream", showarrow=False, yanchor="bottom",
                           font=dict(color=STREAM_BLUE)))
-        notes.append(dict(x=-0.5, y=end, text="sublayers read a copy and add<br>their result back at the +",
+        notes.append(dict(x=lowest - 0.5, y=end, text="sublayers read a copy and add<br>their result back at the +",
                           showarrow=False, xanchor="left", yanchor="top", font=dict(color="#555555")))
     else:
         notes.append(dict(x=0.1, y=1.45, text="the residual stream", showarrow=False, xanchor="left",
                           font=dict(color=STREAM_BLUE)))
-        notes.append(dict(x=0.1, y=-0.42, text="sublayers read a copy and add their result back at the +",
+        notes.append(dict(x=0.1, y=lowest - 0.42, text="sublayers read a copy and add their result back at the +",
                           showarrow=False, xanchor="left", font=dict(color="#555555")))
     pluses = [b for b in boxes if b.key.startswith("add")]
     plus_at, box_at = [at(b.x, 1) for b in pluses], [at(b.x, b.y) for b in others]
@@ -474,11 +482,11 @@ def block_figure(view: View, layer: int) -> go.Figure:
         title=f"How block {layer} of this model is wired: {where}", plot_bgcolor="rgba(0,0,0,0)",
         hovermode="closest", annotations=notes, shapes=shapes))
     if upright:                      # down the screen: 46 px per unit along the stream
-        fig.update_layout(xaxis=dict(visible=False, range=[-0.55, 1.55]),
+        fig.update_layout(xaxis=dict(visible=False, range=[lowest - 0.55, 1.55]),
                           yaxis=dict(visible=False, range=[end + 1.1, -0.55]))
         return for_a_phone(style(fig, view.presenter, round(46 * (end + 1.65)) + 60))
-    fig.update_layout(xaxis=dict(visible=False, range=[0, end]), yaxis=dict(visible=False, range=[-0.6, 1.6]))
-    return style(fig, view.presenter, 300)
+    fig.update_layout(xaxis=dict(visible=False, range=[0, end]), yaxis=dict(visible=False, range=[lowest - 0.6, 1.6]))
+    return style(fig, view.presenter, 300 - 110 * lowest)
 
 
 def diagram_caption(view: View) -> str:
@@ -486,6 +494,11 @@ def diagram_caption(view: View) -> str:
     if cfg.norm == "none":
         return "This model has no normalization: the stream is only ever added to."
     text = ANALOGY_TEXT[cfg.norm_position]
+    if cfg.parallel:
+        text += (" Its blocks are **parallel**, as GPT-NeoX's and Pythia's are: attention and the feed-forward "
+                 "network both read the stream entering the block, each through its own norm, and both add their "
+                 "results into it, so stream out = stream in + attention + feed-forward. In GPT-2 the feed-forward "
+                 "network reads the stream after attention has added to it.")
     if cfg.norm_position == "pre":
         text += (f" After the last block, a final {NORM_NAMES[cfg.norm]} (final.norm) prepares the stream for the "
                  "unembedding.")
