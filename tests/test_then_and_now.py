@@ -1,4 +1,4 @@
-"""Then and now: GPT-2 small (2019) beside SmolLM2-135M (2024) on the big picture, switch by switch, on the student's
+"""Then and now: GPT-2 small (2019), Pythia-70M (2023) and SmolLM2-135M (2024) on the big picture, switch by switch, on the student's
 sentence, every number recomputed here from the models' files (random weights in their real shapes, prepared caches;
 the hub is never reached)."""
 import json
@@ -13,7 +13,8 @@ from explorer.steps.then_and_now import cache_claim, comparison_table, read_side
 from gpt2_support import copy_into_hub_cache, gpt2_hub_cache
 from llama_support import smollm2_shaped_dir
 from model import hub
-from model.hub import GPT2, SMOLLM2
+from model.hub import GPT2, PYTHIA_70M, SMOLLM2
+from neox_support import pythia_hub_cache
 
 TEXT = "The cat sat on the mat because it was tired."
 
@@ -25,6 +26,16 @@ def both(tmp_path_factory):
     cache = gpt2_hub_cache(root / "gpt2", d_model=48)
     copy_into_hub_cache(smollm2_shaped_dir(root / "smollm2", d_model=36), cache, SMOLLM2)
     return cache
+
+
+@pytest.fixture(scope="module")
+def all_three(tmp_path_factory, both):
+    """The same cache with Pythia-70M's shape (small width) at its final step, as its download leaves it."""
+    import shutil
+    root = tmp_path_factory.mktemp("with-pythia")
+    shutil.copytree(both, root / "hub", symlinks=True)
+    pythia_hub_cache(root, steps=(143_000,))
+    return root / "hub"
 
 
 def file_parameters(directory) -> int:
@@ -123,6 +134,31 @@ def test_offline_without_downloads_the_panel_says_how_to_get_them(tmp_path, monk
     at.run()
     assert not at.exception
     infos = [i.value for i in at.info]
-    assert any("GPT-2 small (2019) and SmolLM2-135M (2024) are not downloaded" in i and "model picker" in i
-               for i in infos)
+    assert any("GPT-2 small (2019), Pythia-70M (2023) and SmolLM2-135M (2024) are not downloaded" in i
+               and "model picker" in i for i in infos)
     assert not any("per token in its cache" in m.value for m in at.markdown)
+
+
+def test_pythia_stands_between_them_with_its_own_switches(all_three, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", all_three)
+    at = open_page("home", text=TEXT)
+    at.session_state["then_and_now"] = True
+    at.run()
+    assert not at.exception
+    [table] = [t.value for t in at.table if "Pythia-70M (2023)" in t.value.columns]
+    assert list(table.columns) == ["GPT-2 small (2019)", "Pythia-70M (2023)", "SmolLM2-135M (2024)"]
+    pythia_dir = hub.cached(PYTHIA_70M, all_three)
+    config = json.loads((pythia_dir / "config.json").read_text())
+    K = config["hidden_size"] // config["num_attention_heads"]
+    R = int(K * config["rotary_pct"])
+    assert f"{R} of each head's {K} query and key dimensions ({R / K:.0%})" in table.loc["Positions"].iloc[1]
+    assert table.loc["Attention and feed-forward"].tolist()[1].startswith("side by side")
+    assert [c.startswith("one after the other") for c in table.loc["Attention and feed-forward"]] == [True, False, True]
+    assert table.loc["Words in and out"].tolist() == ["one matrix (tied)", "two matrices (untied)",
+                                                      "one matrix (tied)"]
+    tokens = len(Tokenizer.from_file(str(pythia_dir / "tokenizer.json")).get_vocab())
+    assert table.loc["Vocabulary"].iloc[1] == f"{tokens:,} tokens"
+    claims = [m.value for m in at.markdown if "per token in its cache" in m.value]
+    assert claims == [cache_claim(read_side(hub.cached(GPT2, all_three), "GPT-2 small (2019)"),
+                                  read_side(hub.cached(SMOLLM2, all_three), "SmolLM2-135M (2024)"))]

@@ -447,18 +447,21 @@ def whatif_notes(view: View, notes: str, elsewhere: int | None, whatif_key: str,
 
 
 def then_and_now_panel(view: View) -> None:
-    """GPT-2 small (2019) and SmolLM2-135M (2024) switch by switch, on this sentence (explorer/steps/then_and_now.py);
+    """GPT-2 small (2019), Pythia-70M (2023) and SmolLM2-135M (2024) switch by switch, on this sentence (explorer/steps/then_and_now.py);
     a model this server has not downloaded is named, with how to get it."""
-    from explorer.app.models import then_and_now_sides
+    from explorer.app.models import THEN_AND_NOW, then_and_now_sides
     from explorer.steps.then_and_now import cache_claim, comparison_table
     sides, missing = then_and_now_sides()
-    st.caption("The same transformer, five years apart: what changed is a handful of switches. Both columns are read "
-               "from the models' own files; the last rows are your sentence.")
+    st.caption("The same transformer, five years apart: what changed is a handful of switches. Each column is read "
+               "from the model's own files; the last rows are your sentence.")
     if missing:
-        st.info(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded on this server yet: "
-                "pick it once in the sidebar's model picker (it downloads once) and its column appears here.",
+        named = ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "") + missing[-1]
+        st.info(f"{named} {'is' if len(missing) == 1 else 'are'} not downloaded on this server yet: pick it once in "
+                "the sidebar's model picker (it downloads once) and its column appears here.",
                 icon=":material/download:")
     if sides:
         st.table(comparison_table(sides, view.text))          # whole cells, wrapped (a grid would cut them)
-    if len(sides) == 2:
-        st.markdown(cache_claim(*sides))
+    by_label = {side.label: side for side in sides}
+    then, now = by_label.get(THEN_AND_NOW["gpt2"]), by_label.get(THEN_AND_NOW["smollm2"])
+    if then and now:                                           # grouped key/value heads: 2019 against 2024
+        st.markdown(cache_claim(then, now))

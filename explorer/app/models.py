@@ -153,8 +153,9 @@ def get_bundle(name: str) -> Bundle:
     return bundled_model(name)
 
 
-# Then and now (the big picture's panel): the two pretrained models side by side, each read from its files
-THEN_AND_NOW = {"gpt2": "GPT-2 small (2019)", "smollm2": "SmolLM2-135M (2024)"}
+# Then and now (the big picture's panel): the pretrained models side by side, in the order they were made, each read
+# from its files
+THEN_AND_NOW = {"gpt2": "GPT-2 small (2019)", "pythia-70m": "Pythia-70M (2023)", "smollm2": "SmolLM2-135M (2024)"}
 
 
 def then_and_now_sides() -> tuple[list, list[str]]:

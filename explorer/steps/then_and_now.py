@@ -1,4 +1,5 @@
-"""Then and now: GPT-2 small (2019) beside SmolLM2-135M (2024), switch by switch, on the student's sentence.
+"""Then and now: GPT-2 small (2019), Pythia-70M (2023) and SmolLM2-135M (2024), switch by switch, on the student's
+sentence.
 
 Each side is read from its model's downloaded files: config.json (through the same reader that loads the model)
 and tokenizer.json. No weights are loaded, so the two models are never in memory together; the parameter count is
@@ -46,8 +47,11 @@ def read_side(directory: str | Path, label: str) -> Side:
 
 def positions_words(cfg: ModelConfig) -> str:
     if cfg.pos == "rope":
-        return (f"rotary (RoPE): each pair of a query's and a key's dimensions turned by an angle that grows with "
-                f"the position, base θ = {cfg.rope_theta:,.0f}; nothing added to the token's vector")
+        turned = ("each pair of a query's and a key's dimensions" if cfg.d_rotary == cfg.d_head else
+                  f"{cfg.d_rotary} of each head's {cfg.d_head} query and key dimensions ({cfg.d_rotary / cfg.d_head:.0%}),"
+                  " in pairs,")
+        return (f"rotary (RoPE): {turned} turned by an angle that grows with the position, base θ = "
+                f"{cfg.rope_theta:,.0f}; nothing added to the token's vector")
     if cfg.pos == "learned":
         return f"learned: one vector for each of {cfg.max_len:,} seats, added to the token's vector"
     if cfg.pos == "sinusoidal":
@@ -83,6 +87,11 @@ def comparison_table(sides: list[Side], text: str) -> pd.DataFrame:
             "Norm": [f"{NORM_NAMES.get(s.cfg.norm, s.cfg.norm)}, {s.cfg.norm_position}-norm" for s in sides],
             "Feed-forward": [mlp_words(s.cfg) for s in sides],
             "Attention heads": [heads_words(s.cfg) for s in sides],
+            "Attention and feed-forward": ["side by side: both read the block's input, both added at once"
+                                           if s.cfg.parallel else "one after the other: the feed-forward network "
+                                           "reads what attention added" for s in sides],
+            "Words in and out": ["one matrix (tied)" if s.cfg.tie_embeddings else "two matrices (untied)"
+                                 for s in sides],
             "Biases": ["yes" if s.cfg.bias else "none" for s in sides],
             "Layers × width": [f"{s.cfg.n_layers} × {s.cfg.d_model:,}" for s in sides],
             "Vocabulary": [f"{s.cfg.vocab_size:,} tokens" for s in sides],
