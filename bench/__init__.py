@@ -20,6 +20,9 @@ they run:
     features  issue 41: an SAE trained on tinytales; GPT-2 small's shape with one SAE layer of the published size:
               a sentence's features, one pass over the bundled text and a feature's top contexts, steering, the
               memory with a class of 30
+    pythia    issue 42: Pythia-70M's shape at the 8 training steps the picker shows, from a disk cache holding one
+              repository at several revisions: switching the step on a page (on disk, then in memory), Watch it
+              learn over the 8 steps the first time, the memory with two steps, GPT-2 small and a class of 30
 
     python -m bench                      every area
     python -m bench --only model,pages   some areas
@@ -30,4 +33,4 @@ the ratios are what to read. The run ends with a summary table of every target o
 exits with status 1 when one is missed or could not be measured.
 """
 AREAS = ("model", "pages", "lab", "load", "memory", "browser", "gpt2", "smollm2", "classroom", "cloud",
-         "features")
+         "features", "pythia")

@@ -156,4 +156,14 @@ TARGETS = [
            "token's shift), 1 thread", 3, AT_MOST, "s"),
     Target("features.class_memory_mb", "memory: GPT-2 small + one SAE layer + a class of 30 on its feature card (a "
            "fresh process, AppTest)", CLOUD_MEMORY_MB, AT_MOST, "MB"),
+    # issue 42: Pythia as it learned; Pythia-70M's shape at the picker's 8 training steps with random weights, from
+    # a disk cache holding one repository at several revisions (bench/pythia.py)
+    Target("pythia.step_switch_first_s", "Pythia-70M: the step picker moved to a step on disk, not in memory (load + "
+           "trace, attention page, AppTest, 1 thread)", 2, AT_MOST, "s"),
+    Target("pythia.step_switch_cached_ms", "Pythia-70M: the step picker moved back to a step in memory (AppTest, 1 "
+           "thread)", 150, AT_MOST, "ms"),
+    Target("pythia.learn_s", "Watch it learn: Pythia-70M over its 8 training steps, the first time (every checkpoint "
+           "read from disk, AppTest, 1 thread)", 10, AT_MOST, "s"),
+    Target("pythia.memory_mb", "memory: Pythia-70M at two steps + GPT-2 small + a class of 30 on a Pythia step (a "
+           "fresh process, AppTest)", CLOUD_MEMORY_MB, AT_MOST, "MB"),
 ]

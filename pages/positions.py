@@ -26,12 +26,14 @@ if seats.open:
     with seats:
         st.subheader("Your sentence's seats: the angles its queries and keys turn by" if cfg.pos == "rope"
                      else "The seat numbers added to your sentence")
-        if cfg.pos in ("none", "rope"):
-            st.info(ROTARY if cfg.pos == "rope" else NO_POSITIONS, icon=":material/block:")
+        if cfg.pos == "none":
+            st.info(NO_POSITIONS, icon=":material/block:")
         window = None if cfg.pos == "rope" else dims_picker(v, cfg.d_model, "positions_window")
         table = None if cfg.pos == "rope" else positions.figure("table", v, window)
         if cfg.pos == "rope":              # all zeros would draw an empty chart: the angles are its position signal
-            chart(positions.figure("rope", v), key="rope_seats")
+            chart(positions.figure("rope", v), key="rope_seats")       # the chart first, then what it means
+            st.info(ROTARY + (f" Only {cfg.d_rotary} of each head's {cfg.d_head} dimensions turn; the others never do."
+                              if cfg.d_rotary < cfg.d_head else ""), icon=":material/block:")
         elif table is None:
             chart(positions.figure("added", v, window), key="added")
         else:

@@ -376,11 +376,27 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+LESSON_STEPS = (0, 512, 1000, 143_000)   # the training steps "How a real model learned" reads (and Watch it learn)
+
+
 @pytest.fixture(scope="session")
-def live_server():
-    """`streamlit run streamlit_app.py` on a free local port for the whole test session: (url, process)."""
+def lesson_hub_cache(tmp_path_factory):
+    """A Hugging Face cache holding what the ready lessons read beyond the bundled models: Pythia-70M's layout at the
+    training steps "How a real model learned" visits (random weights, small: tests/neox_support.py), as downloads
+    leave it. The AppTest sessions and the live server read it; questions_support reads its answers from it."""
+    import questions_support
+    from neox_support import pythia_hub_cache
+    cache, _ = pythia_hub_cache(tmp_path_factory.mktemp("lessons-hub"), steps=LESSON_STEPS)
+    questions_support.HUB_CACHE = cache
+    return cache
+
+
+@pytest.fixture(scope="session")
+def live_server(lesson_hub_cache):
+    """`streamlit run streamlit_app.py` on a free local port for the whole test session: (url, process); its Hugging
+    Face cache holds the ready lessons' Pythia steps (and nothing else: GPT-2 and SmolLM2 are not downloaded)."""
     from browser_support import serve
-    with serve() as (base, server):
+    with serve(env={"HF_HUB_CACHE": str(lesson_hub_cache)}) as (base, server):
         yield base, server
 
 

@@ -7,6 +7,7 @@ explorer/steps/ or explorer/questions.py, whose answers these check.
     lens_stages(n_layers)                   the stages the residual page's lens chart draws by default
     lens_tops(bundle, ids, t), lens_first   the top guess read at each of them, where the final one settles
     expected_answer(bundle, ids, view, q)   the answer to question q on the step view `view` (None: a poll)
+    bundle_of(name)                         a step's model: a bundled one, or Pythia at a step from HUB_CACHE
 """
 import numpy as np
 import torch
@@ -16,6 +17,41 @@ from model.edits import knock_out_head
 from model.seq2seq import EncoderDecoder, greedy
 
 OPTIONS = 4
+HUB_CACHE = None      # the Hugging Face cache the ready lessons' Pythia steps are read from (conftest.lesson_hub_cache)
+
+
+def bundle_of(name: str):
+    """The model a lesson step names: a bundled one, or Pythia-70M at a training step ("pythia-70m@step1000"), read
+    by our loader from HUB_CACHE."""
+    from model import hub
+    from model.checkpoint import load_bundled
+    from model.pretrained import load_pretrained
+    family, _, step = name.partition("@step")
+    if family != "pythia-70m":
+        return load_bundled(name)
+    spec = hub.at_step(hub.PYTHIA_70M, int(step) if step else hub.PYTHIA_70M.steps[-1])
+    return load_pretrained(hub.cached(spec, HUB_CACHE))
+
+
+def checkpoints_of(name: str) -> list[tuple[int, object]]:
+    """(step, bundle) of each training step of `name`'s model that HUB_CACHE holds, in order."""
+    from model import hub
+    family = name.partition("@step")[0]
+    assert family == "pythia-70m", name
+    steps = [s for s in hub.PYTHIA_70M.steps if hub.cached(hub.at_step(hub.PYTHIA_70M, s), HUB_CACHE) is not None]
+    return [(step, bundle_of(f"{family}@step{step}")) for step in steps]
+
+
+def first_right(name: str, ids: list[int]) -> str:
+    """The first training step (of those HUB_CACHE holds) whose top guess after `ids` is the last one's, as the
+    question's option reads: recomputed from each checkpoint's logits, among the tokenizer's ids."""
+    steps, guesses = [], []
+    for step, bundle in checkpoints_of(name):
+        logits = bundle.model.run(ids)["logits"][0, -1]                                   # (V,)
+        steps.append(step)
+        guesses.append(int(logits[:len(bundle.tokenizer.vocab)].argmax()))
+    first = next(s for s, g in zip(steps, guesses) if g == guesses[-1])
+    return f"step {first:,}"
 
 
 def option(token: str) -> str:
@@ -142,6 +178,8 @@ def expected_answer(bundle, ids: list[int], view: dict, question) -> str | None:
     if kind == "biggest-push":
         found = pushes(bundle, ids, token)
         return max(found, key=found.get)
+    if kind == "first-right":
+        return first_right(view["model"], ids)
     if kind == "steered-word":
         steered = steered_logits(bundle, ids, layer, view.get("fields", {}))
         return option(vocab[int(steered.argmax())])

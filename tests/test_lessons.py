@@ -41,13 +41,16 @@ def test_three_ready_lessons_ship_and_read_back_as_themselves():
 
 @pytest.mark.parametrize("name, n", [(name, n) for name, lesson in lessons.ready_lessons().items()
                                      for n in range(len(lesson.steps))])
-def test_every_step_of_a_ready_lesson_renders_the_view_it_names(name, n):
+def test_every_step_of_a_ready_lesson_renders_the_view_it_names(name, n, lesson_hub_cache, monkeypatch):
+    from explorer.app import models
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", lesson_hub_cache)         # Pythia's steps, as a server downloaded them
     step = lessons.ready_lessons()[name].steps[n]
     at = open_step(step)
     assert not at.exception, at.exception
     state = at.session_state
     if "text" in step.view:
-        assert state["text"] == step.view["text"] and state["model"] == step.view["model"]
+        assert state["text"] == step.view["text"] and state["view"].name == step.view["model"]
     for key in ("layer", "head", "token"):
         if key in step.view:
             assert state[key] == step.view[key], key
@@ -176,3 +179,23 @@ def test_the_ready_lecture_lasts_a_lecture_visits_every_page_and_asks_every_kind
         assert answered.answer in answered.options and answered.said, step
     guide = " ".join((Path(__file__).resolve().parents[1] / "docs/teaching.md").read_text().split())
     assert f"{len(lecture.steps)} steps through every page" in guide and f"{len(asked)} questions of every kind" in guide
+
+
+def test_how_a_real_model_learned_walks_pythias_training_steps_and_asks_from_its_checkpoints(lesson_hub_cache,
+                                                                                              monkeypatch):
+    from explorer.app import classroom, models
+    from questions_support import bundle_of, expected_answer
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "CACHE_DIR", lesson_hub_cache)
+    lesson = lessons.ready_lessons()["how-a-real-model-learned"]
+    assert lesson.title == "How a real model learned" and len(lesson.steps) >= 8
+    assert {models.split(step.view["model"])[1] for step in lesson.steps} >= {0, 1000, None}   # None: the final step
+    assert "learning" in {step.page for step in lesson.steps}
+    asked = [step for step in lesson.steps if step.question and questions.KINDS[step.question.kind].needs_model]
+    assert len(asked) >= 2 and {"first-right", "next-word"} <= {step.question.kind for step in asked}
+    for step in asked:
+        bundle = bundle_of(step.view["model"])
+        ids = bundle.tokenizer.encode(step.view["text"])
+        answered = classroom.asked(step, "tinytales", "")
+        assert answered is not None and answered.said, step
+        assert answered.answer == expected_answer(bundle, ids, {**step.view, "fields": step.fields}, step.question)

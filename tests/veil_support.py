@@ -6,6 +6,7 @@ for a token count, the count of tokens. The answer is what the test computed fro
 (tests/questions_support.py); the charts are Plotly's figure data as the page sends them (AppTest) or as the
 browser drew them (Chromium: each `.js-plotly-plot` element's `data`).
 """
+import html
 import re
 
 import numpy as np
@@ -18,6 +19,7 @@ def plain(label) -> str:
     text = re.sub(r" \((position|id) \d+\)$", "", str(label))    # its place in the sentence, or its id
     text = re.sub(r"^\d+ (?=\S)", "", text)                          # a heatmap's "3 cat": position 3
     text = re.sub(r"\s*<br\s*/?>\s*", " ", text)                      # a chart's label wrapped onto two lines
+    text = html.unescape(text)                                       # a label's "&lt;": the "<" a student reads
     return text.replace("␣", " ").replace("“", "").replace("”", "").replace("⟨", "").replace("⟩", "").strip()
 
 
@@ -145,20 +147,24 @@ def facts(lesson, index: int, name: str = "tinytales", text: str = "") -> tuple[
     """A lesson step's question as this test answers it from the model on its own: (the answer, the sentence the
     reveal says, the token count for a token-count question)."""
     from explorer import questions
-    from model.checkpoint import load_bundled
-    from questions_support import expected_answer
+    from questions_support import bundle_of, expected_answer
     step = lesson.steps[index]
     model, text = lesson.reading_at(index, name, text)
     if not questions.KINDS[step.question.kind].needs_model:
         return step.question.answer, "", None                 # a choice's own answer, a poll's none
-    bundle = load_bundled(model)
+    bundle = bundle_of(model)
     ids = bundle.tokenizer.encode(text)[-min(bundle.model.cfg.max_len, 64):]
     answer = expected_answer(bundle, ids, {"model": model, "text": text, **step.view, "fields": step.fields},
                              step.question)
     reading = questions.reading(model, bundle, text, 64)
     cfg = bundle.model.cfg
-    said = questions.ask(step.question, reading, questions.place(step.view, cfg.n_layers, cfg.n_heads,
-                                                                  len(reading.ids), step.fields)).said
+    where = questions.place(step.view, cfg.n_layers, cfg.n_heads, len(reading.ids), step.fields)
+    if step.question.kind == "first-right":                   # the model at each step the server has
+        from dataclasses import replace
+        from explorer.steps import learning
+        from questions_support import checkpoints_of
+        where = replace(where, learned=learning.learning(checkpoints_of(model), list(reading.ids)))
+    said = questions.ask(step.question, reading, where).said
     return answer, said, int(answer) if step.question.kind == "token-count" else None
 
 

@@ -445,8 +445,9 @@ def _on_the_steps_view(step: LessonStep, index: int) -> bool:
     """This screen shows step `index` on its page, with the model and sentence it names (a chart of another layer,
     head or token gets no pointer: a Target names its chart's title, explorer/pointer.py)."""
     state = st.session_state
+    shown = {"model": model_name(), "text": state.get("text")}        # the model at its training step (Pythia's)
     return (state.get(STEP) == index and (state.get("_page") or "home") == step.page
-            and all(state.get(key) == value for key, value in step.view.items() if key in ("model", "text")))
+            and all(shown[key] == value for key, value in step.view.items() if key in shown))
 
 
 def current_veil() -> Veil | None:

@@ -38,8 +38,11 @@ def apply_view(model: str | None = None, text: str | None = None, layer: int | N
     the label of the tab to open (explorer.app.layout.sections).
     """
     state = st.session_state
-    if model is not None:
-        state["model"] = model
+    if model is not None:              # a model at a training step, or a model's final step (Pythia's)
+        family, step = split(model)
+        state["model"] = family
+        if PRETRAINED.get(family, hub.GPT2).steps:
+            state["step"] = PRETRAINED[family].steps[-1] if step is None else step
     if text is not None:
         state["text"] = text[:MAX_CHARS]
     for key, value in (("layer", layer), ("head", head), ("token", token)):

@@ -372,7 +372,9 @@ def rope_figure(v: View, trace: Trace) -> go.Figure | None:
     return heatmap(angles, labels(v.tokens), pairs, title="Rotary positions: the angle each pair turns by",
                    row_title="position", col_title="pair of dimensions (i and i + R/2, of the R that turn)" if partial
                    else "pair of dimensions (i and i + K/2)", value_name="angle (radians)",
-                   text=angles.size <= 64, presenter=v.presenter, height=min(760, max(320, 26 * len(v.tokens) + 140)))
+                   text=angles.size <= 64, presenter=v.presenter,
+                   height=min(440, max(300, 14 * len(v.tokens) + 120)) if v.phone      # on a phone's first screen
+                   else min(760, max(320, 26 * len(v.tokens) + 140)))
 
 
 def rope_text(v: View, trace: Trace) -> str:
