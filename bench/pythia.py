@@ -62,21 +62,21 @@ def run(report: Report | None = None, students: int = 30) -> None:
         report.line(AREA, f"the prepared cache: Pythia-70M's shape at {len(hub.SHOWN_STEPS)} steps and GPT-2 small's, "
                           f"{size / 1e9:.2f} GB, written in {time.perf_counter() - start:.0f} s")
         env = {**os.environ, "EXPLORER_CACHE": str(Path(folder) / "explorer"), "HF_HUB_OFFLINE": "1"}
-        report_step_switch(report, in_a_fresh_process("step_switch", cache, env))
-        report_learn(report, in_a_fresh_process("learn", cache, env))
-        report_memory(report, in_a_fresh_process("memory", cache, env, students), students)
+        report_step_switch(report, in_a_fresh_process(step_switch_in_this_process, cache, env))
+        report_learn(report, in_a_fresh_process(learn_in_this_process, cache, env))
+        report_memory(report, in_a_fresh_process(memory_in_this_process, cache, env, students), students)
 
 
-def in_a_fresh_process(what: str, cache: Path, env: dict, *args) -> dict:
-    """`<what>_in_this_process(cache, *args)` in a fresh Python (nothing of Pythia in memory, the app's caches
-    empty); the JSON it prints last."""
+def in_a_fresh_process(measure, cache: Path, env: dict, *args) -> dict:
+    """`measure(cache, *args)` (a function of this module) in a fresh Python (nothing of Pythia in memory, the app's
+    caches empty); the JSON it prints last."""
     call = ", ".join(repr(a) for a in (str(cache), *args))
-    code = f"from bench import pythia; pythia.{what}_in_this_process({call})"
+    code = f"from bench import pythia; pythia.{measure.__name__}({call})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=3600,
                          env=env)
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
-        raise RuntimeError(f"the {what} process failed: {out.stderr[-1200:]}")
+        raise RuntimeError(f"{measure.__name__} failed: {out.stderr[-1200:]}")
     return json.loads(lines[-1])
 
 
@@ -235,8 +235,8 @@ def report_learn(report: Report, measured: dict) -> None:
     report.line(AREA, f"  where it goes: loading the {n} checkpoints (models.load_files) {loading:.1f} s "
                       f"({loading / n:.2f} s a step), {tokenizer:.1f} s of it parsing tokenizer.json (the same file at "
                       f"every step); reading each (read_checkpoint) {reading:.1f} s ({reading / n:.2f} s a step), "
-                      f"{induction:.1f} s of it the induction scores (model.run on the repeated tokens, its logits "
-                      f"included); the rest (figures, page) {page - loading - reading:.1f} s")
+                      f"{induction:.1f} s of it the induction scores (the stack on the repeated tokens, no "
+                      f"unembedding); the rest (figures, page) {page - loading - reading:.1f} s")
 
 
 # --- memory: Pythia at two steps, GPT-2 and a class --------------------------------------------------------------

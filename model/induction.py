@@ -19,8 +19,9 @@ A head that spreads its weight evenly scores about 1 / (i + 1) (it may see i + 1
 head scores 1.
 """
 import torch
+import torch.nn as nn
 
-from .layers import block_name
+from .layers import Trace, block_name, causal_mask, start_run, stack
 from .transformer import TransformerLM
 
 FIRST_ID = 2     # random tokens are drawn from this id up: the first ids are special in the tokenizers here (<unk> is
@@ -68,7 +69,11 @@ def induction_scores(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor
         n = model.cfg.max_len // 2
         tokens = torch.cat([tokens[:, :n], tokens[:, :n]], dim=1)                 # (B, 2n)
     L = model.cfg.n_layers
-    trace = model.run(tokens, names=[block_name("pattern", layer) for layer in range(L)])
+    names = [block_name("pattern", layer) for layer in range(L)]
+    # the stack alone: no final norm and no unembedding, most of the work at Pythia's 50,277 tokens, and no pattern
+    rec = start_run(model.trace_names[1:], keep=names, inputs={"tokens": tokens})
+    stack(model.embed, model.blocks, nn.Identity(), tokens, rec, mask=causal_mask(tokens.shape[1]))
+    trace = Trace(rec.values)
     queries = torch.arange(n, 2 * n)                                              # (n,) the second copy
     keys = queries - n + 1                                                        # (n,) after the previous occurrence
     scores = []

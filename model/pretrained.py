@@ -373,7 +373,8 @@ def load_pretrained(directory: str | Path) -> Bundle:
     if cfg.tie_embeddings:
         model.unembed.weight = model.embed.tok.weight      # one matrix, as in GPT-2 and SmolLM2
     facts = {**facts, "source": hub_repo(directory) or str(spec.get("_name_or_path") or facts["source"]),
-             "parameters": sum(p.numel() for p in model.parameters())}
+             "parameters": sum(p.numel() for p in model.parameters()),
+             "finite": True}                   # every weight checked above: the app need not check them again
     return Bundle(model.eval(), tokenizer, facts)
 
 

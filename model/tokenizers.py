@@ -13,6 +13,7 @@ Every tokenizer has:
   vocab (index = id)       vocab_size               to_dict() / tokenizer_from_dict(d)
 """
 import codecs
+import functools
 import json
 import operator
 import re
@@ -347,11 +348,18 @@ def _plain_added_tokens(spec: dict, model: dict) -> bool:
 
 
 def load_tokenizer_json(path) -> BPETokenizer:
-    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's, SmolLM2's or Pythia's)."""
+    """A byte-level BPE tokenizer from a Hugging Face `tokenizer.json` file (GPT-2's, SmolLM2's or Pythia's). The
+    same file read again (each of Pythia's training steps ships the same one) is the same tokenizer, built once: a
+    tokenizer is only ever read, never changed."""
     try:
         text = open(path, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"the tokenizer file could not be read: {e}") from None
+    return _bpe_from_file(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _bpe_from_file(text: str) -> BPETokenizer:
     return _bpe_from_json(text)
 
 

@@ -97,15 +97,17 @@ def test_a_sequence_that_does_not_repeat_is_refused():
         induction_scores(model, repeated_random_tokens(32, 8)[:, :-1])
 
 
-def test_only_the_patterns_are_kept_from_the_forward_pass(monkeypatch):
+def test_the_scores_are_a_full_runs_patterns_read_without_the_final_norm_or_the_unembedding(monkeypatch):
     model = induction_model()
-    kept = {}
-    run = model.run
+    tokens = repeated_random_tokens(32, 8)
+    n = tokens.shape[1] // 2
+    full = model.run(tokens)                                                   # every value, the logits too
+    expected = torch.stack([full["pattern", layer][:, :, torch.arange(n, 2 * n), torch.arange(1, n + 1)].mean((0, 2))
+                            for layer in range(model.cfg.n_layers)])           # (L, H)
 
-    def spy(tokens, **kwargs):
-        trace = run(tokens, **kwargs)
-        kept.update(trace)
-        return trace
-    monkeypatch.setattr(model, "run", spy)
-    induction_scores(model, repeated_random_tokens(32, 8))
-    assert set(kept) == {"tokens", "blocks.0.attn.pattern", "blocks.1.attn.pattern"}
+    class Unused(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("the induction scores need no logits")
+    monkeypatch.setattr(model, "unembed", Unused())
+    monkeypatch.setattr(model, "final_norm", Unused())
+    torch.testing.assert_close(induction_scores(model, tokens), expected)

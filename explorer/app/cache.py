@@ -210,7 +210,10 @@ def per_model(compute: Callable[[Bundle], object], name: str, bundle: Bundle):
 
 
 def model_is_finite(name: str, bundle: Bundle) -> bool:
-    """Whether every weight of the model is finite, checked once per model."""
+    """Whether every weight of the model is finite, checked once per model (a pretrained model's loader checked
+    every weight as it read them: model/pretrained.py)."""
+    if bundle.facts.get("finite") is True:
+        return True
     return stores().per_model.get(("finite", model_key(name, bundle.model)), lambda: is_finite(bundle.model))
 
 
