@@ -416,7 +416,8 @@ def first_right(question: Question, view: View, where: Place) -> Asked:
             f"{percent(learned.probabilities[-1])}; it first does at **step {first:,}**"
             + (f" (at step {steps[at - 1]:,} it wrote {quote(label(learned.guess_texts[at - 1]))})." if at else
                ", the first step at hand."))
-    bar = Target("next word", col=learning.step_label(first))      # both the desktop's and a phone's title
+    bar = Target("next word", row=learning.step_label(first), col=learning.step_label(first))   # a phone's bars
+                                                          # lie down (row); both the desktop's and a phone's title
     return Asked("first-right", question.prompt or f"At which training step does the model first write “{word}” "
                  f"after “{last}”?", options, learning.step_label(first),
                  {o: float(g == target) for o, g in zip(options, learned.guesses)},

@@ -17,7 +17,8 @@ cfg = v.bundle.model.cfg
 picker, note = picker_row([1, 3], vertical_alignment="bottom")
 layer = layer_picker(v, picker)
 note.caption(f"This model: {cfg.n_layers} layers, a stream of {cfg.d_model} numbers per token, "
-             f"{NORM_NAMES[cfg.norm]}" + (f", {cfg.norm_position}-norm." if cfg.norm != "none" else "."))
+             f"{NORM_NAMES[cfg.norm]}" + (f", {cfg.norm_position}-norm" if cfg.norm != "none" else "")
+             + (", parallel blocks." if cfg.parallel else "."))
 
 wired, size, adds, norm, lens = sections("residual")
 

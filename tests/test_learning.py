@@ -205,3 +205,25 @@ def test_checkpoints_that_cannot_be_compared_are_refused():
         learning([(5, tiny)], tokens()[:1])
     with pytest.raises(ValueError, match="layers and heads"):
         learning([(0, tiny), (1, induction_bundle(tiny.tokenizer, n_heads=2))], tokens())
+
+
+@pytest.mark.parametrize("phone", [False, True])
+def test_the_guess_chart_has_a_bar_per_step_labelled_with_its_guess_and_the_reveal_points_at_the_answer(phone):
+    from explorer import questions
+    from explorer.pointer import NAME, point_at
+    from explorer.steps.learning import guess_figure, step_label
+    learned = three()
+    fig = guess_figure(learned, phone=phone)
+    bar = fig.data[0]
+    steps, chances = (bar.y, bar.x) if phone else (bar.x, bar.y)
+    assert list(steps) == [step_label(s) for s in learned.steps] == ["step 0", "step 1,000", "step 2,000"]
+    assert list(chances) == list(learned.probabilities) and list(bar.text) == list(learned.guess_texts)
+    assert bar.orientation == ("h" if phone else "v")
+    tiny = models()["tiny"]
+    view = questions.reading("tinytales", tiny, SENTENCE, 64)
+    where = questions.Place(0, 0, len(view.ids) - 1, learned=learned)
+    asked = questions.ask(questions.Question("first-right"), view, where)
+    first = first_step_right(learned, learned.guesses[-1])
+    assert asked.answer == step_label(first) and asked.options == tuple(step_label(s) for s in learned.steps)
+    pointed = [a for a in point_at(fig, asked.target).layout.annotations if a.name == NAME]
+    assert len(pointed) == 1 and (pointed[0].y if phone else pointed[0].x) == step_label(first)

@@ -290,19 +290,27 @@ def step_label(step: int) -> str:
 
 def guess_figure(learning: Learning, presenter: bool = False, phone: bool = False) -> go.Figure:
     """The model's next-token guess after the sentence at each checkpoint: one bar per step (in order, evenly spaced),
-    as tall as the guess's probability and labelled with the guess; the last step's guess in colour wherever it is
-    the guess, so a student sees when the model first writes it."""
+    as long as the guess's probability and labelled with the guess; the last step's guess in colour wherever it is
+    the guess, so a student sees when the model first writes it. On a phone the bars lie down, one row a step, so
+    each guess has room beside its bar."""
     steps, last = learning.steps, learning.guesses[-1]
-    words = [visible(t) for t in learning.guess_texts]
+    words = [safe(visible(t)) for t in learning.guess_texts]
+    labels = [step_label(s) for s in steps]
+    probabilities = list(learning.probabilities)
     fig = go.Figure(go.Bar(
-        x=[step_label(s) for s in steps], y=list(learning.probabilities),
-        text=[safe(w) for w in words], textposition="outside", cliponaxis=False,
-        marker_color=[HIGHLIGHT if g == last else OTHER for g in learning.guesses],
-        customdata=[safe(w) for w in words],
-        hovertemplate="%{x}: guesses “%{customdata}”<br>probability %{y:.1%}<extra></extra>"))
+        x=probabilities if phone else labels, y=labels if phone else probabilities, orientation="h" if phone else "v",
+        text=words, textposition="outside", cliponaxis=False,
+        marker_color=[HIGHLIGHT if g == last else OTHER for g in learning.guesses], customdata=words,
+        hovertemplate=("%{y}" if phone else "%{x}") + ": guesses “%{customdata}”<br>probability "
+                      + ("%{x:.1%}" if phone else "%{y:.1%}") + "<extra></extra>"))
     fig.update_layout(title="The next word at each step" if phone else "The model's next word after your sentence, "
                       "at each step", showlegend=False)
-    fig.update_xaxes(title="training step")
-    fig.update_yaxes(title="probability of its guess", range=[0, 1.1], tickformat=".0%")
+    value_axis = dict(title="probability of its guess", range=[0, 1.1], tickformat=".0%")
+    if phone:
+        fig.update_xaxes(**value_axis)
+        fig.update_yaxes(title=None, autorange="reversed")            # step 0 at the top, as a list reads
+    else:
+        fig.update_xaxes(title="training step")
+        fig.update_yaxes(**value_axis)
     fig = style(fig, presenter, PHONE_HEIGHT if phone else HEIGHT)
     return for_a_phone(fig) if phone else fig

@@ -477,7 +477,9 @@ def block_figure(view: View, layer: int) -> go.Figure:
                                for b in others],
                    hovertemplate="%{customdata}<extra></extra>"),
     ]
-    where = "no normalization" if cfg.norm == "none" else f"{cfg.norm_position}-norm, {NORM_NAMES[cfg.norm]}"
+    where = ("no normalization" if cfg.norm == "none" else f"{cfg.norm_position}-norm, {NORM_NAMES[cfg.norm]}") \
+        + (", parallel: both sublayers read the stream in" if cfg.parallel and not upright else
+           ", parallel" if cfg.parallel else "")
     fig = go.Figure(data, layout=dict(
         title=f"How block {layer} of this model is wired: {where}", plot_bgcolor="rgba(0,0,0,0)",
         hovermode="closest", annotations=notes, shapes=shapes))
