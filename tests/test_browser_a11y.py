@@ -35,7 +35,9 @@ SCHEMES = ["light", "dark"]
 axe = Axe()
 ENCODER_DECODER_VIEW = {"model": "translate", "text": "the red cat sleeps"}
 QUERY = {"encoder-decoder": ENCODER_DECODER_VIEW,
-         "prediction": {"token": 3}}                 # an earlier token: its chart marks the word that came next
+         "prediction": {"token": 3},                 # an earlier token: its chart marks the word that came next
+         "learning": {"model": "pythia-70m",         # Pythia's steps in the live server's cache (conftest)
+                      "text": "The cat sat on the mat. The cat sat on the"}}
 
 
 # Every chart is drawn in the page's colour scheme: after a switch, the charts ask for the run that draws them anew

@@ -227,3 +227,15 @@ def test_the_guess_chart_has_a_bar_per_step_labelled_with_its_guess_and_the_reve
     assert asked.answer == step_label(first) and asked.options == tuple(step_label(s) for s in learned.steps)
     pointed = [a for a in point_at(fig, asked.target).layout.annotations if a.name == NAME]
     assert len(pointed) == 1 and (pointed[0].y if phone else pointed[0].x) == step_label(first)
+
+
+def test_a_phones_step_axis_labels_only_the_ticks_with_room_the_first_and_last_always():
+    from explorer.steps.learning import PHONE_TICK_GAP, labelled_ticks
+    shown = (0, 64, 512, 1000, 2000, 8000, 33_000, 143_000)
+    assert labelled_ticks(shown) == list(shown)                                   # a desktop: every one
+    kept = labelled_ticks(shown, phone=True)
+    assert kept[0] == 0 and kept[-1] == 143_000 and 1000 not in kept              # 512 and 1,000 would overlap
+    at = np.log10(plotted_steps(kept))
+    assert (np.diff(at) >= PHONE_TICK_GAP).all()
+    fig = loss_figure(three(), phone=True)
+    assert list(fig.layout.xaxis.ticktext) == [f"{s:,}" for s in labelled_ticks(three().steps, phone=True)]

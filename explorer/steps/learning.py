@@ -234,10 +234,30 @@ def plotted_steps(steps) -> list[float]:
     return [float(s) if s > 0 else zero_at(steps) for s in steps]
 
 
-def _step_axis(fig: go.Figure, steps) -> None:
-    """A log x axis with a tick at each checkpoint, labelled with its real step."""
+PHONE_TICK_GAP = 0.6         # a phone labels a checkpoint's tick only this far (in log10 units) from the last labelled
+
+
+def labelled_ticks(steps, phone: bool = False) -> list[int]:
+    """The checkpoints whose ticks carry their step: every one, or on a phone's narrow axis those at least
+    PHONE_TICK_GAP apart on the log scale (512 and 1,000 would overlap), the first and the last always."""
+    if not phone:
+        return list(steps)
+    at = dict(zip(steps, np.log10(plotted_steps(steps))))
+    kept = [steps[0]]
+    for step in steps[1:]:
+        if at[step] - at[kept[-1]] >= PHONE_TICK_GAP:
+            kept.append(step)
+    if kept[-1] != steps[-1]:                       # the last step always, in place of a neighbour too close to it
+        kept[-1 if len(kept) > 1 and at[steps[-1]] - at[kept[-1]] < PHONE_TICK_GAP else len(kept):] = [steps[-1]]
+    return kept
+
+
+def _step_axis(fig: go.Figure, steps, phone: bool = False) -> None:
+    """A log x axis with a tick at each checkpoint labelled with its real step (on a phone, those with room)."""
     title = "training step (log scale" + (f"; step 0 is drawn at {zero_at(steps):g})" if 0 in steps else ")")
-    fig.update_xaxes(type="log", title=title, tickvals=plotted_steps(steps), ticktext=[f"{s:,}" for s in steps])
+    shown = labelled_ticks(steps, phone)
+    fig.update_xaxes(type="log", title=title, tickvals=[x for x, s in zip(plotted_steps(steps), steps) if s in shown],
+                     ticktext=[f"{s:,}" for s in shown])
 
 
 def loss_figure(learning: Learning, presenter: bool = False, phone: bool = False) -> go.Figure:
@@ -249,7 +269,7 @@ def loss_figure(learning: Learning, presenter: bool = False, phone: bool = False
         hovertemplate="step %{customdata:,}<br>loss %{y:.3f} nats<extra></extra>"))
     fig.update_layout(title="Loss on your sentence" if phone else "Loss on your sentence, over training",
                       showlegend=False)
-    _step_axis(fig, steps)
+    _step_axis(fig, steps, phone)
     fig.update_yaxes(title="loss (nats)", rangemode="tozero")
     fig = style(fig, presenter, PHONE_HEIGHT if phone else HEIGHT)
     return for_a_phone(fig) if phone else fig
@@ -277,7 +297,7 @@ def induction_figure(learning: Learning, presenter: bool = False, phone: bool = 
             hovertemplate=f"{safe(name)}<br>step %{{customdata:,}}<br>induction score %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=INDUCTION_THRESHOLD, line=dict(dash="dash", color=OTHER, width=1),
                   annotation_text=f"induction head: {INDUCTION_THRESHOLD}", annotation_position="bottom right")
-    _step_axis(fig, steps)
+    _step_axis(fig, steps, phone)
     fig.update_yaxes(title="induction score", range=[0, 1.05])
     fig = style(fig, presenter, PHONE_HEIGHT if phone else HEIGHT)
     return for_a_phone(fig) if phone else fig
