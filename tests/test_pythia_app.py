@@ -155,3 +155,10 @@ def test_the_class_question_first_right_is_the_first_step_that_writes_the_last_s
     assert asked.options == tuple(f"step {s:,}" for s in HERE) and asked.answer == f"step {first:,}"
     word = label(pythia[143_000].tokenizer.vocab[guesses[-1]])
     assert f"first write “{word}”" in asked.prompt and f"it first does at **step {first:,}**" in asked.said
+
+
+def test_a_dictionary_of_pythia_at_a_step_is_uploaded_not_trained_in_the_lab(pythia):
+    at = open_page("features", model="pythia-70m@step512", text=TEXT)
+    at = show_section(at, "features", BY_SLUG["features"].tab("dictionary"))
+    assert not at.exception
+    assert any("Upload one in SAELens' format in the training lab" in i.value for i in at.info)

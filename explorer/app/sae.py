@@ -118,7 +118,7 @@ def picker(view: View, layer: int, where, notices=None) -> Dictionary | None:
     if not options:
         others = sorted({place_layer(k.dictionary.sae) for k in for_model(view)} - {None})
         how = ("Upload one in SAELens' format in the training lab (its section “A sparse autoencoder”)"
-               if view.name in models.PRETRAINED else "Train one in the training lab (its section “A sparse "
+               if models.spec_of(view.name) is not None else "Train one in the training lab (its section “A sparse "
                "autoencoder”), with this model chosen in the sidebar")
         notices.info(f"No dictionary of **{escape(view.name)}** reads layer {layer} yet. {how}"
                      + (f"; this session has one for layer {', '.join(map(str, others))}." if others else "."),
@@ -366,7 +366,7 @@ def lab_section(view: View, user_text=None) -> None:
         st.info(f"**{view.name}** is an encoder-decoder; a dictionary reads a decoder-only model's residual stream. "
                 "Pick another model in the sidebar.", icon=":material/translate:")
         return
-    if view.name in models.PRETRAINED:
+    if models.spec_of(view.name) is not None:
         st.info(f"The lab trains dictionaries for the tiny models and your own (this one is **{view.name}**)"
                 + ("; GPT-2 small's published one is on the Features page" if view.name in PRETRAINED else "")
                 + ". A dictionary of it in SAELens' format can be uploaded below.", icon=":material/info:")
