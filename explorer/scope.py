@@ -50,8 +50,14 @@ def words_markdown(scope: Scope) -> str:
 def training_line(view: View) -> str:
     """One line of what the model learned from and how much it reads."""
     scope = scope_of(view.bundle)
-    learned = (f"was trained on {scope.training_data}." if scope.training_data != NOT_RECORDED
-               else "does not say what it was trained on (its file records nothing about its training data).")
+    step, final = (view.bundle.facts or {}).get("training_step"), (view.bundle.facts or {}).get("final_step")
+    if isinstance(step, int) and isinstance(final, int) and step < final:     # a checkpoint saved as it learned
+        learned = (f"is the model before any training: its random weights at step 0, before it read "
+                   f"{scope.training_data}." if step == 0 else
+                   f"is the model after {step:,} of its {final:,} training steps on {scope.training_data}.")
+    else:
+        learned = (f"was trained on {scope.training_data}." if scope.training_data != NOT_RECORDED
+                   else "does not say what it was trained on (its file records nothing about its training data).")
     return f"**{escape(view.name)}** {learned} It reads at most {scope.context:,} tokens."
 
 

@@ -162,3 +162,12 @@ def test_a_dictionary_of_pythia_at_a_step_is_uploaded_not_trained_in_the_lab(pyt
     at = show_section(at, "features", BY_SLUG["features"].tab("dictionary"))
     assert not at.exception
     assert any("Upload one in SAELens' format in the training lab" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("step, said", [(0, "is the model before any training: its random weights at step 0, before "
+                                            "it read the Pile"),
+                                        (512, "is the model after 512 of its 143,000 training steps on the Pile"),
+                                        (143_000, "was trained on the Pile")])
+def test_the_big_picture_says_how_far_the_model_at_this_step_was_trained(pythia, step, said):
+    at = open_page("home", model=models.at_step("pythia-70m", step), text=TEXT)
+    assert not at.exception and said in page_text(at)

@@ -44,8 +44,13 @@ def pretrained_model(name: str, directory: str) -> Bundle:
                                                  "second or two) ...")
 def checkpoint_model(name: str, directory: str) -> Bundle:
     """A model at one training step (Pythia's), from its downloaded files; two at a time, so a student switching
-    between two steps waits for neither, and a server holds at most two (beside GPT-2 or SmolLM2)."""
-    return load_files(directory)
+    between two steps waits for neither, and a server holds at most two (beside GPT-2 or SmolLM2). Its facts say
+    the step, so the pages can say how far it was trained."""
+    bundle = load_files(directory)
+    family, step = split(name)
+    final = PRETRAINED[family].steps[-1]
+    bundle.facts.update(training_step=final if step is None else step, final_step=final)
+    return bundle
 
 
 def load_files(directory: str) -> Bundle:
