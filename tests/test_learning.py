@@ -107,7 +107,13 @@ def test_the_sentence_changes_with_the_checkpoints():
     earlier = read(untrained=0, induction_head_2=64, tiny=1000)
     assert induction_sentence(earlier).startswith(
         "An induction head appears between step 0 and step 64: at step 64 **layer 1, head 2** puts **1.00**")
-    assert induction_sentence(earlier).endswith(f"where at step 0 it put {earlier.induction[0, 1, 2]:.2f}.")
+    assert f"where at step 0 it put {earlier.induction[0, 1, 2]:.2f}." in induction_sentence(earlier)
+    last = scores_of(models()["tiny"])                                          # step 1,000: another head leads
+    layer, head = divmod(int(last.argmax()), last.shape[1])
+    assert induction_sentence(earlier).endswith(
+        f" By step 1,000 the strongest is layer {layer}, head {head}, at {last.max():.2f}.")
+    highlighted = [t.name for t in induction_figure(earlier).data if t.line.width == 4]
+    assert highlighted == ["layer 1, head 2"]                                   # the head the sentence names
 
     at_once = read(induction=0, tiny=1000)
     assert induction_sentence(at_once).startswith(

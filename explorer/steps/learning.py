@@ -182,10 +182,20 @@ def induction_sentence(learning: Learning) -> str:
             f"{INDUCTION_THRESHOLD} counts as an induction head)")
     if s == 0:
         return (f"Already at step {steps[0]:,}, the first checkpoint at hand, **{_head(layer, head)}** is an "
-                f"induction head: it puts {score} {what}.")
-    return (f"An induction head appears between step {steps[s - 1]:,} and step {steps[s]:,}: at step {steps[s]:,} "
+                f"induction head: it puts {score} {what}." + _strongest_at_the_end(learning, (layer, head)))
+    text = (f"An induction head appears between step {steps[s - 1]:,} and step {steps[s]:,}: at step {steps[s]:,} "
             f"**{_head(layer, head)}** puts {score} {what}, where at step {steps[s - 1]:,} it put "
             f"{scores[s - 1, layer, head]:.2f}.")
+    return text + _strongest_at_the_end(learning, (layer, head))
+
+
+def _strongest_at_the_end(learning: Learning, named: tuple[int, int]) -> str:
+    """When another head than the named one is the strongest at the last checkpoint, a sentence saying so."""
+    last = strongest_head(learning)
+    if last == named or len(learning.steps) < 2:
+        return ""
+    return (f" By step {learning.steps[-1]:,} the strongest is {_head(*last)}, at "
+            f"{learning.induction[-1, last[0], last[1]]:.2f}.")
 
 
 def loss_sentence(learning: Learning) -> str:
@@ -275,12 +285,19 @@ def loss_figure(learning: Learning, presenter: bool = False, phone: bool = False
     return for_a_phone(fig) if phone else fig
 
 
+def named_head(learning: Learning) -> tuple[int, int]:
+    """The head the induction sentence names: the first to reach INDUCTION_THRESHOLD, else the strongest at the last
+    checkpoint (the figure highlights the same one)."""
+    first = first_induction(learning)
+    return strongest_head(learning) if first is None else first[1:]
+
+
 def induction_figure(learning: Learning, presenter: bool = False, phone: bool = False) -> go.Figure:
-    """Each head's induction score over training steps (log axis), one line per head: the strongest head at the
-    last checkpoint highlighted and labelled, the others grey; a dashed line at INDUCTION_THRESHOLD."""
+    """Each head's induction score over training steps (log axis), one line per head: the head the sentence names
+    (named_head) highlighted and labelled, the others grey; a dashed line at INDUCTION_THRESHOLD."""
     steps, scores = learning.steps, learning.induction                          # (S,), (S, L, H)
     _, L, H = scores.shape
-    best = strongest_head(learning)
+    best = named_head(learning)
     x = plotted_steps(steps)
     fig = go.Figure(layout=dict(title="Induction score of each head" if phone else
                                 "Each head's induction score, over training"))
