@@ -29,7 +29,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .layers import causal_mask, check_tokens, start_run, stack
-from .neurons import SPAN, WINDOW, NeuronIndex, merge_top, plan_windows
+from .neurons import SPAN, WINDOW, NeuronIndex, direction_logits, merge_top, plan_windows
 from .sae import CFG_FILE, SAE, WEIGHTS_FILE, load_sae, save_sae
 from .transformer import TransformerLM
 
@@ -122,20 +122,6 @@ def index_features(model: TransformerLM, sae: SAE, ids: list[int], prefix: tuple
     index = NeuronIndex(text, windows.width, windows.prefix, windows.overlap, values, positions,
                         spans.clamp(-6e4, 6e4).half())
     return FeatureIndex(index, recorded_tokens, fired, counts.view(F, bins), time.perf_counter() - began)
-
-
-def direction_logits(model: TransformerLM, direction: torch.Tensor) -> torch.Tensor:
-    """What one unit along `direction` (D,), added to the final residual stream, adds to each vocabulary token's
-    logit (V,): through the final norm where that is simple (a LayerNorm centres it and multiplies by its scale, an
-    RMSNorm multiplies; both then divide by the stream's size, one positive number for every token, which keeps the
-    order), then the unembedding."""
-    w = direction.detach().float()                                                     # (D,)
-    norm = model.final_norm
-    if isinstance(norm, nn.LayerNorm):
-        w = w - w.mean()
-    if isinstance(norm, (nn.LayerNorm, nn.RMSNorm)) and norm.weight is not None:
-        w = w * norm.weight.detach()
-    return model.unembed.weight.detach() @ w                                           # (V,)
 
 
 def feature_logits(model: TransformerLM, sae: SAE, feature: int) -> torch.Tensor:

@@ -292,20 +292,26 @@ def merge_top(values: torch.Tensor, positions: torch.Tensor, spans: torch.Tensor
     return values.gather(1, keep), positions.gather(1, keep), spans[neuron[:, None], keep]
 
 
-def neuron_logits(model: TransformerLM, layer: int, neuron: int) -> torch.Tensor:
-    """What one unit of the neuron's activation adds to each vocabulary token's logit (V,), read straight through:
-    its column of W_out (what it adds to the residual stream), through the final norm where that is simple (a
-    LayerNorm centres it and multiplies by its scale, an RMSNorm multiplies; both then divide by the stream's size,
-    one positive number for every token, which keeps the order), then the unembedding. Later blocks can change what
-    it does; this is its direct path only."""
-    check_neuron(model, layer, neuron)
-    w = model.blocks[layer].mlp.W_out.weight[:, neuron].detach().float()     # (D,)
+def direction_logits(model: TransformerLM, direction: torch.Tensor) -> torch.Tensor:
+    """What one unit along `direction` (D,), added to the final residual stream, adds to each vocabulary token's
+    logit (V,): through the final norm where that is simple (a LayerNorm centres it and multiplies by its scale, an
+    RMSNorm multiplies; both then divide by the stream's size, one positive number for every token, which keeps the
+    order), then the unembedding."""
+    w = direction.detach().float()                                           # (D,)
     norm = model.final_norm
     if isinstance(norm, nn.LayerNorm):
         w = w - w.mean()
     if isinstance(norm, (nn.LayerNorm, nn.RMSNorm)) and norm.weight is not None:
         w = w * norm.weight.detach()
     return model.unembed.weight.detach() @ w                                 # (V,)
+
+
+def neuron_logits(model: TransformerLM, layer: int, neuron: int) -> torch.Tensor:
+    """What one unit of the neuron's activation adds to each vocabulary token's logit (V,), read straight through:
+    its column of W_out (what it adds to the residual stream) through `direction_logits`. Later blocks can change
+    what it does; this is its direct path only."""
+    check_neuron(model, layer, neuron)
+    return direction_logits(model, model.blocks[layer].mlp.W_out.weight[:, neuron])
 
 
 def check_neuron(model: TransformerLM, layer: int, neuron: int) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import figure_titled, open_page, page_text, show_section
+from conftest import figure_titled, open_page, page_text, plotly_figures, show_section
 from explorer.app import models
 from explorer.registry import BY_SLUG, STEPS
 from explorer.steps import learning
@@ -171,3 +171,16 @@ def test_a_dictionary_of_pythia_at_a_step_is_uploaded_not_trained_in_the_lab(pyt
 def test_the_big_picture_says_how_far_the_model_at_this_step_was_trained(pythia, step, said):
     at = open_page("home", model=models.at_step("pythia-70m", step), text=TEXT)
     assert not at.exception and said in page_text(at)
+
+
+@pytest.mark.parametrize("text", ["", "<script>alert(1)</script> 🐈 東京", "x", "the " * 500])
+def test_watch_it_learn_takes_any_sentence_and_says_what_it_needs(pythia, text):
+    at = open_page("learning", model="pythia-70m", text=text)
+    assert not at.exception and "Traceback" not in page_text(at)
+    assert not any("<script>" in str(m.value) and m.proto.allow_html for m in at.markdown)
+    v = at.session_state["view"]
+    if v.trace is None or len(v.ids) < 2:                      # nothing, or one token: said, no chart
+        assert at.info and not plotly_figures(at)
+    else:
+        assert figure_titled(at, "The model's next word after your sentence")["data"][0]["x"] == \
+            [f"step {s:,}" for s in HERE]

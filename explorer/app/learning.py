@@ -14,8 +14,7 @@ from explorer.view import View
 def family_of(view: View) -> str | None:
     """The picker's model the view shows, when it was saved as it learned (Pythia); else None."""
     family = models.split(view.name)[0]
-    spec = models.PRETRAINED.get(family)
-    return family if spec is not None and spec.steps else None
+    return family if models.steps_of(family) else None
 
 
 def steps_here(family: str) -> list[int]:

@@ -71,6 +71,12 @@ def split(name: str) -> tuple[str, int | None]:
     return name, None
 
 
+def steps_of(family: str) -> tuple[int, ...]:
+    """The training steps the picker offers for picker model `family` (none for a model not saved as it learned)."""
+    spec = PRETRAINED.get(family)
+    return spec.steps if spec is not None else ()
+
+
 def at_step(family: str, step: int | None) -> str:
     """The model name of picker model `family` at training step `step` (its final step, or None: `family` itself)."""
     spec = PRETRAINED.get(family)
@@ -104,8 +110,9 @@ def model_names() -> list[str]:
 
 def label(name: str) -> str:
     """What the picker shows for model `name` (a checkpoint: its model and step)."""
-    if split(name)[1] is not None and spec_of(name) is not None:
-        return f"{PRETRAINED[split(name)[0]].label} at step {split(name)[1]:,}"
+    family, step = split(name)
+    if step is not None and spec_of(name) is not None:
+        return f"{PRETRAINED[family].label} at step {step:,}"
     if name in PRETRAINED:
         spec = PRETRAINED[name]
         size = f"{spec.parameters / 1e6:.0f}M"

@@ -16,7 +16,7 @@ from model.scope import strip_final_punctuation
 
 from explorer.app import cache, url
 from explorer.app.models import (PRETRAINED, STEP_MARK, UNAVAILABLE, at_step, bundled_model, ensure_files, get_bundle,  # noqa: F401
-                                 is_encoder_decoder, is_known, label, model_names, split)
+                                 is_encoder_decoder, is_known, label, model_names, split, steps_of)
 from explorer.export import file_name as export_name
 from explorer.export import trace_npz
 from explorer.lab import link as lab_link
@@ -41,8 +41,8 @@ def apply_view(model: str | None = None, text: str | None = None, layer: int | N
     if model is not None:              # a model at a training step, or a model's final step (Pythia's)
         family, step = split(model)
         state["model"] = family
-        if PRETRAINED.get(family, hub.GPT2).steps:
-            state["step"] = PRETRAINED[family].steps[-1] if step is None else step
+        if steps_of(family):
+            state["step"] = steps_of(family)[-1] if step is None else step
     if text is not None:
         state["text"] = text[:MAX_CHARS]
     for key, value in (("layer", layer), ("head", head), ("token", token)):
@@ -85,7 +85,7 @@ def _load_url_once(notices: list[str]) -> None:
     if "model" in query:
         if is_known(query["model"]):
             st.session_state["model"] = query["model"]
-        elif PRETRAINED.get(str(query["model"]).partition(STEP_MARK)[0], hub.GPT2).steps:
+        elif steps_of(str(query["model"]).partition(STEP_MARK)[0]):
             family = str(query["model"]).partition(STEP_MARK)[0]
             st.session_state["model"] = family
             notices.append(f"The link asked for {PRETRAINED[family].label} at a training step it was not saved at "
